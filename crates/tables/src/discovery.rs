@@ -1,0 +1,373 @@
+//! Finding the perf data: data roots, releases, and the files each serves.
+//!
+//! A *data root* is a directory holding `systems/` (and usually
+//! `model_configs/`), i.e. the `aiconfigurator/` or `aiconfigurator_core/`
+//! package folder of an unpacked wheel. Several roots can be mounted; where
+//! two hold the same relative path, the root of the newer release serves it.
+//! Discovery only lists directories: no data file is opened here.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::error::{Result, TablesError};
+use crate::pep440::Version;
+
+/// Name of the marker file the fetch step writes beside each unpacked release.
+pub const RELEASE_MARKER: &str = "RELEASE";
+
+/// Where a data root came from, e.g. `aiconfigurator-core==0.12.0`.
+#[derive(Debug, Clone)]
+pub struct Release {
+    /// `name==version`, or `local:<dir>` for a tree without release metadata.
+    pub label: String,
+    version: Option<Version>,
+}
+
+impl Release {
+    fn published(label: String) -> Release {
+        let version = label.split_once("==").and_then(|(_, v)| Version::parse(v));
+        Release { label, version }
+    }
+
+    fn local(dir: &Path) -> Release {
+        Release { label: format!("local:{}", dir.display()), version: None }
+    }
+
+    /// True for trees that carry no release metadata (a user's own data).
+    pub fn is_local(&self) -> bool {
+        self.label.starts_with("local:")
+    }
+}
+
+/// One mounted data root.
+#[derive(Debug, Clone)]
+pub struct DataRoot {
+    /// The directory that holds `systems/`.
+    pub dir: PathBuf,
+    pub release: Release,
+    /// Position on the command line / in the mount list.
+    pub mount_index: usize,
+}
+
+impl DataRoot {
+    /// Precedence key: a user's own (unlabelled) tree overrides published
+    /// data; among releases the newer wins; ties go to the earlier mount.
+    fn rank(&self) -> (bool, Option<&Version>, std::cmp::Reverse<usize>) {
+        (self.release.is_local(), self.release.version.as_ref(), std::cmp::Reverse(self.mount_index))
+    }
+}
+
+/// Directory layout a perf file was found in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `systems/data/<system>/<backend>/<version>/<table>_perf.parquet` (aiconfigurator 0.10).
+    Legacy,
+    /// `systems/data/<system>/<family>/<backend>/<version>/<table>_perf.parquet` (core 0.12).
+    Family,
+}
+
+/// One perf table file of one database, after release precedence.
+#[derive(Debug, Clone)]
+pub struct PerfFile {
+    pub system: String,
+    pub backend: String,
+    pub version: String,
+    /// Table kind: the file stem without `_perf` (`gemm`, `moe`, ...).
+    pub table: String,
+    /// Family directory (family layout only).
+    pub family: Option<String>,
+    pub layout: Layout,
+    /// Index into [`DataTree::roots`] of the root that serves the file.
+    pub root: usize,
+    pub path: PathBuf,
+    /// Roots that hold the same (system, backend, version, table) but lost.
+    pub shadowed: Vec<usize>,
+}
+
+impl PerfFile {
+    /// `system/backend/version`, the database name used throughout SQL.
+    pub fn db(&self) -> String {
+        format!("{}/{}/{}", self.system, self.backend, self.version)
+    }
+
+    /// The version directory holding the file (`collection_meta.yaml`, `reuse.yaml` live there).
+    pub fn version_dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new(""))
+    }
+}
+
+/// A plain document (system YAML, model config, support matrix CSV) after
+/// release precedence by file name.
+#[derive(Debug, Clone)]
+pub struct DocFile {
+    /// File name without extension (`h200_sxm`, `Qwen--Qwen3-32B-FP8_config`).
+    pub stem: String,
+    pub root: usize,
+    pub path: PathBuf,
+}
+
+/// Everything mounted: roots, and the files they serve.
+#[derive(Debug)]
+pub struct DataTree {
+    roots: Vec<DataRoot>,
+    perf_files: Vec<PerfFile>,
+    system_yamls: Vec<DocFile>,
+    model_configs: Vec<DocFile>,
+    support_matrices: Vec<DocFile>,
+    parquet_opens: AtomicUsize,
+}
+
+impl DataTree {
+    /// Mounts every data root found under `dirs` (each may be a root itself,
+    /// a cache holding unpacked releases, or a release folder).
+    pub fn open<P: AsRef<Path>>(dirs: &[P]) -> Result<DataTree> {
+        let mut roots = Vec::new();
+        for (mount_index, dir) in dirs.iter().enumerate() {
+            let dir = dir.as_ref();
+            let meta = fs::metadata(dir).map_err(|e| TablesError::NoData {
+                path: dir.to_path_buf(),
+                message: format!("data directory is not accessible ({e})"),
+            })?;
+            if !meta.is_dir() {
+                return Err(TablesError::NoData {
+                    path: dir.to_path_buf(),
+                    message: "data path is not a directory".into(),
+                });
+            }
+            let found = find_roots(dir, 3)?;
+            if found.is_empty() {
+                return Err(TablesError::NoData {
+                    path: dir.to_path_buf(),
+                    message: "no aiconfigurator data found (expected a `systems/data` tree \
+                              within three levels; run `aicsql data fetch --data DIR` to fill it)"
+                        .into(),
+                });
+            }
+            for root_dir in found {
+                let release = release_of(&root_dir)?;
+                roots.push(DataRoot { dir: root_dir, release, mount_index });
+            }
+        }
+        Self::from_roots(roots)
+    }
+
+    fn from_roots(roots: Vec<DataRoot>) -> Result<DataTree> {
+        // Visit roots best-first so the first holder of a key serves it.
+        let mut order: Vec<usize> = (0..roots.len()).collect();
+        order.sort_by(|&a, &b| roots[b].rank().cmp(&roots[a].rank()));
+
+        let mut perf: BTreeMap<(String, String, String, String), PerfFile> = BTreeMap::new();
+        let mut systems = BTreeMap::new();
+        let mut models = BTreeMap::new();
+        let mut support = BTreeMap::new();
+        for &ri in &order {
+            let root = &roots[ri];
+            for file in list_perf_files(&root.dir.join("systems").join("data"), ri)? {
+                let key = (file.system.clone(), file.backend.clone(), file.version.clone(), file.table.clone());
+                match perf.get_mut(&key) {
+                    Some(winner) => winner.shadowed.push(ri),
+                    None => {
+                        perf.insert(key, file);
+                    }
+                }
+            }
+            collect_docs(&root.dir.join("systems"), ri, |n| n.ends_with(".yaml"), &mut systems)?;
+            collect_docs(&root.dir.join("model_configs"), ri, is_model_config, &mut models)?;
+            collect_docs(&root.dir.join("systems").join("support_matrix"), ri, |n| n.ends_with(".csv"), &mut support)?;
+        }
+        let mut perf_files: Vec<PerfFile> = perf.into_values().collect();
+        perf_files.sort_by(|a, b| {
+            (&a.system, &a.backend)
+                .cmp(&(&b.system, &b.backend))
+                .then_with(|| cmp_version_names(&a.version, &b.version))
+                .then_with(|| a.table.cmp(&b.table))
+        });
+        Ok(DataTree {
+            roots,
+            perf_files,
+            system_yamls: systems.into_values().collect(),
+            model_configs: models.into_values().collect(),
+            support_matrices: support.into_values().collect(),
+            parquet_opens: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn roots(&self) -> &[DataRoot] {
+        &self.roots
+    }
+
+    /// Perf files in (system, backend, PEP 440 version, table) order.
+    pub fn perf_files(&self) -> &[PerfFile] {
+        &self.perf_files
+    }
+
+    /// Distinct table kinds, sorted.
+    pub fn table_kinds(&self) -> Vec<String> {
+        let mut kinds: Vec<String> = self.perf_files.iter().map(|f| f.table.clone()).collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
+    }
+
+    /// `systems/*.yaml` (all YAML documents there; not all describe a system).
+    pub fn system_yamls(&self) -> &[DocFile] {
+        &self.system_yamls
+    }
+
+    /// `model_configs/*_config.json` without the `_hf_quant_config.json` companions.
+    pub fn model_configs(&self) -> &[DocFile] {
+        &self.model_configs
+    }
+
+    /// `systems/support_matrix/*.csv`.
+    pub fn support_matrices(&self) -> &[DocFile] {
+        &self.support_matrices
+    }
+
+    /// The release label of a root.
+    pub fn release_label(&self, root: usize) -> &str {
+        &self.roots[root].release.label
+    }
+
+    /// How many parquet files this tree has opened so far (lazy-loading checks).
+    pub fn parquet_opens(&self) -> usize {
+        self.parquet_opens.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn note_parquet_open(&self) {
+        self.parquet_opens.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Orders version directory names by PEP 440; names that do not parse sort
+/// after all that do, lexically among themselves.
+pub fn cmp_version_names(a: &str, b: &str) -> std::cmp::Ordering {
+    match (Version::parse(a), Version::parse(b)) {
+        (Some(x), Some(y)) => x.cmp(&y).then_with(|| a.cmp(b)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.cmp(b),
+    }
+}
+
+fn is_model_config(name: &str) -> bool {
+    name.ends_with("_config.json") && !name.ends_with("_hf_quant_config.json")
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<fs::DirEntry>> {
+    let mut entries = fs::read_dir(dir)
+        .map_err(|e| TablesError::io(dir, e))?
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| TablesError::io(dir, e))?;
+    entries.sort_by_key(|e| e.file_name());
+    Ok(entries)
+}
+
+/// Directories below `dir` (inclusive, up to `depth` levels) that hold `systems/data`.
+fn find_roots(dir: &Path, depth: usize) -> Result<Vec<PathBuf>> {
+    if dir.join("systems").join("data").is_dir() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    if depth == 0 {
+        return Ok(Vec::new());
+    }
+    let mut found = Vec::new();
+    for entry in read_dir_sorted(dir)? {
+        let path = entry.path();
+        let name = entry.file_name();
+        if path.is_dir() && !name.to_string_lossy().starts_with('.') {
+            found.extend(find_roots(&path, depth - 1)?);
+        }
+    }
+    Ok(found)
+}
+
+/// The release a root belongs to: the fetch step's marker beside or above
+/// it, else an unpacked wheel's `*.dist-info` folder beside it.
+fn release_of(root: &Path) -> Result<Release> {
+    for dir in [Some(root), root.parent()].into_iter().flatten() {
+        let marker = dir.join(RELEASE_MARKER);
+        if marker.is_file() {
+            let text = fs::read_to_string(&marker).map_err(|e| TablesError::io(&marker, e))?;
+            let label = text.trim().to_string();
+            if !label.contains("==") {
+                return Err(TablesError::document(&marker, "expected `name==version`"));
+            }
+            return Ok(Release::published(label));
+        }
+    }
+    if let Some(parent) = root.parent() {
+        for entry in read_dir_sorted(parent)? {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".dist-info") {
+                if let Some((dist, version)) = stem.rsplit_once('-') {
+                    return Ok(Release::published(format!("{}=={version}", dist.replace('_', "-"))));
+                }
+            }
+        }
+    }
+    Ok(Release::local(root))
+}
+
+fn list_perf_files(data_dir: &Path, root: usize) -> Result<Vec<PerfFile>> {
+    let mut out = Vec::new();
+    for system in read_dir_sorted(data_dir)? {
+        if !system.path().is_dir() {
+            continue;
+        }
+        let system_name = system.file_name().to_string_lossy().into_owned();
+        walk_system(&system.path(), &system_name, &mut Vec::new(), root, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn walk_system(dir: &Path, system: &str, parts: &mut Vec<String>, root: usize, out: &mut Vec<PerfFile>) -> Result<()> {
+    for entry in read_dir_sorted(dir)? {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if parts.len() < 3 {
+                parts.push(name);
+                walk_system(&path, system, parts, root, out)?;
+                parts.pop();
+            }
+            continue;
+        }
+        let Some(table) = name.strip_suffix("_perf.parquet") else { continue };
+        let (family, layout, backend, version) = match parts.as_slice() {
+            [backend, version] => (None, Layout::Legacy, backend, version),
+            [family, backend, version] => (Some(family.clone()), Layout::Family, backend, version),
+            _ => continue,
+        };
+        out.push(PerfFile {
+            system: system.to_string(),
+            backend: backend.clone(),
+            version: version.clone(),
+            table: table.to_string(),
+            family,
+            layout,
+            root,
+            path,
+            shadowed: Vec::new(),
+        });
+    }
+    Ok(())
+}
+
+fn collect_docs(dir: &Path, root: usize, keep: impl Fn(&str) -> bool, into: &mut BTreeMap<String, DocFile>) -> Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for entry in read_dir_sorted(dir)? {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if !path.is_file() || !keep(&name) {
+            continue;
+        }
+        let stem = name.rsplit_once('.').map(|(s, _)| s.to_string()).unwrap_or(name.clone());
+        into.entry(name).or_insert(DocFile { stem, root, path });
+    }
+    Ok(())
+}

@@ -1,0 +1,19 @@
+//! The data layer of aicsql: finding and loading aiconfigurator's published
+//! perf data (both directory layouts, several releases at once), system
+//! constants and model configs. No DataFusion here; the catalog and the SQL
+//! functions are thin adapters over this crate.
+
+pub mod discovery;
+pub mod error;
+pub mod model;
+mod parquet_io;
+pub mod pep440;
+pub mod support_matrix;
+pub mod system;
+
+pub use parquet::arrow::arrow_reader::ParquetRecordBatchReader as ParquetBatchReader;
+pub use discovery::{DataRoot, DataTree, DocFile, Layout, PerfFile, Release, RELEASE_MARKER};
+pub use error::{Result, TablesError};
+pub use model::{ModelConfig, read_model_config};
+pub use pep440::Version;
+pub use system::{Num, SystemSpec, read_system_yaml};

@@ -1,0 +1,95 @@
+//! aicsql: SQL over aiconfigurator's published kernel-performance tables.
+//!
+//! [`SessionBuilder`] makes a DataFusion [`SessionContext`] with the `aic`
+//! catalog, the `aic.*` settings and `information_schema`; the `aicsql`
+//! binary drives it with the datafusion-cli library.
+
+pub mod fetch;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+pub use aicsql_catalog::{AicCatalog, CATALOG_NAME};
+pub use aicsql_tables::DataTree;
+pub use aicsql_udfs::AicOptions;
+
+/// Environment variable naming the data cache (default `~/.cache/aicsql`).
+pub const DATA_ENV: &str = "AICSQL_DATA";
+
+/// The data cache used when no `--data` is given: `$AICSQL_DATA`, else
+/// `$XDG_CACHE_HOME/aicsql`, else `~/.cache/aicsql`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os(DATA_ENV).filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("aicsql");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    home.join(".cache").join("aicsql")
+}
+
+/// Builds sessions over one mounted data tree.
+#[derive(Debug, Clone)]
+pub struct SessionBuilder {
+    tree: Arc<DataTree>,
+    config: SessionConfig,
+    runtime: Option<Arc<RuntimeEnv>>,
+}
+
+impl SessionBuilder {
+    /// Mounts the given data directories (see [`DataTree::open`]).
+    pub fn open<P: AsRef<Path>>(data_dirs: &[P]) -> Result<Self> {
+        let tree = DataTree::open(data_dirs).map_err(|e| DataFusionError::External(Box::new(e)))?;
+        Ok(Self::with_tree(Arc::new(tree)))
+    }
+
+    /// Uses an already mounted tree (shared between sessions).
+    pub fn with_tree(tree: Arc<DataTree>) -> Self {
+        Self { tree, config: Self::default_config(), runtime: None }
+    }
+
+    /// The configuration every aicsql session starts from.
+    pub fn default_config() -> SessionConfig {
+        SessionConfig::new().with_information_schema(true).with_option_extension(AicOptions::default())
+    }
+
+    /// Replaces the session configuration (the `aic` options and
+    /// `information_schema` are added if missing).
+    pub fn config(mut self, config: SessionConfig) -> Self {
+        let mut config = config.with_information_schema(true);
+        if config.options().extensions.get::<AicOptions>().is_none() {
+            config = config.with_option_extension(AicOptions::default());
+        }
+        self.config = config;
+        self
+    }
+
+    pub fn runtime(mut self, runtime: Arc<RuntimeEnv>) -> Self {
+        self.runtime = Some(runtime);
+        self
+    }
+
+    pub fn tree(&self) -> &Arc<DataTree> {
+        &self.tree
+    }
+
+    /// A new session with the `aic` catalog registered.
+    pub fn build(&self) -> SessionContext {
+        let ctx = match &self.runtime {
+            Some(rt) => SessionContext::new_with_config_rt(self.config.clone(), Arc::clone(rt)),
+            None => SessionContext::new_with_config(self.config.clone()),
+        };
+        register(&ctx, Arc::clone(&self.tree));
+        ctx
+    }
+}
+
+/// Registers the `aic` catalog on an existing session.
+pub fn register(ctx: &SessionContext, tree: Arc<DataTree>) {
+    ctx.register_catalog(CATALOG_NAME, Arc::new(AicCatalog::new(tree)));
+}

@@ -1,0 +1,187 @@
+//! `aicsql`: the datafusion-cli shell with the aicsql catalog and functions.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion_cli::catalog::DynamicObjectStoreCatalog;
+use datafusion_cli::exec;
+use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
+use datafusion_cli::print_format::PrintFormat;
+use datafusion_cli::print_options::{MaxRows, PrintOptions};
+
+use aicsql::{SessionBuilder, default_data_dir, fetch};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "aicsql",
+    version,
+    about = "SQL over aiconfigurator's kernel-performance tables",
+    long_about = "SQL over aiconfigurator's kernel-performance tables.\n\n\
+        Without -c or -f, starts an interactive shell. The published data is fetched into \
+        the cache ($AICSQL_DATA, default ~/.cache/aicsql) on first use."
+)]
+struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
+
+    /// SQL to run (repeatable; with -f, runs in command-line order, in one session)
+    #[arg(short = 'c', long = "command", value_name = "SQL")]
+    commands: Vec<String>,
+
+    /// SQL file to run (repeatable)
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    files: Vec<PathBuf>,
+
+    /// Output format
+    #[arg(long, value_enum, default_value_t = PrintFormat::Automatic)]
+    format: PrintFormat,
+
+    /// Data directory to mount (repeatable); default: the cache, fetched if empty
+    #[arg(long = "data", value_name = "DIR", global = true)]
+    data: Vec<PathBuf>,
+
+    /// Print only query results (no timing, no banner)
+    #[arg(short, long)]
+    quiet: bool,
+
+    /// Rows to show in table output ('inf' for all)
+    #[arg(long, default_value = "40")]
+    maxrows: MaxRows,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Manage the perf-data cache
+    Data {
+        #[command(subcommand)]
+        action: DataAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DataAction {
+    /// Download and unpack the published perf data (no network if already present)
+    Fetch,
+}
+
+/// A statement source, in command-line order.
+enum Input {
+    Sql(String),
+    File(PathBuf),
+}
+
+fn main() -> ExitCode {
+    let matches = Args::command().get_matches();
+    let args = match Args::from_arg_matches(&matches) {
+        Ok(args) => args,
+        Err(e) => e.exit(),
+    };
+    let mut inputs: Vec<(usize, Input)> = Vec::new();
+    if let Some(idx) = matches.indices_of("commands") {
+        inputs.extend(idx.zip(args.commands.iter().cloned().map(Input::Sql)));
+    }
+    if let Some(idx) = matches.indices_of("files") {
+        inputs.extend(idx.zip(args.files.iter().cloned().map(Input::File)));
+    }
+    inputs.sort_by_key(|(i, _)| *i);
+    let inputs = inputs.into_iter().map(|(_, input)| input).collect();
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("Error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args, inputs)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn log_to_stderr(quiet: bool) -> impl FnMut(&str) {
+    move |line: &str| {
+        if !quiet {
+            eprintln!("aicsql: {line}");
+        }
+    }
+}
+
+/// The directories to mount: `--data` as given, else the cache (fetched if incomplete).
+fn data_dirs(args: &Args) -> Result<Vec<PathBuf>> {
+    if !args.data.is_empty() {
+        return Ok(args.data.clone());
+    }
+    let cache = default_data_dir();
+    if !fetch::is_complete(&cache) {
+        fetch::ensure_data(&cache, &mut log_to_stderr(args.quiet))
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+    }
+    Ok(vec![cache])
+}
+
+async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
+    if let Some(Command::Data { action: DataAction::Fetch }) = &args.command {
+        let dirs = if args.data.is_empty() { vec![default_data_dir()] } else { args.data.clone() };
+        for dir in dirs {
+            let report = fetch::ensure_data(&dir, &mut log_to_stderr(false))
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            for label in &report.present {
+                println!("{label}: already in {}", dir.display());
+            }
+            for label in &report.fetched {
+                println!("{label}: fetched into {}", dir.display());
+            }
+        }
+        return Ok(());
+    }
+
+    let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
+    let runtime_env = RuntimeEnvBuilder::new().with_object_store_registry(registry.clone()).build_arc()?;
+    let builder = SessionBuilder::open(&data_dirs(&args)?)?.runtime(runtime_env);
+    let ctx = builder.build().enable_url_table();
+    // Let `CREATE EXTERNAL TABLE ... LOCATION 's3://...'` and URL tables find their stores.
+    ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
+        ctx.state().catalog_list().clone(),
+        ctx.state_weak_ref(),
+    )));
+
+    let mut print_options = PrintOptions {
+        format: args.format,
+        quiet: args.quiet,
+        maxrows: args.maxrows,
+        color: true,
+        instrumented_registry: registry,
+    };
+
+    if inputs.is_empty() {
+        if !args.quiet {
+            println!("aicsql {} (DataFusion {})", env!("CARGO_PKG_VERSION"), datafusion::DATAFUSION_VERSION);
+        }
+        return exec::exec_from_repl(&ctx, &mut print_options)
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)));
+    }
+    for input in inputs {
+        match input {
+            Input::Sql(sql) => exec::exec_from_commands(&ctx, vec![sql], &print_options).await?,
+            Input::File(path) => {
+                let sql = std::fs::read_to_string(&path)
+                    .map_err(|e| DataFusionError::Execution(format!("cannot read {}: {e}", path.display())))?;
+                // The whole file goes to the parser at once: every statement
+                // runs, and the first failure stops the run with a non-zero exit.
+                exec::exec_from_commands(&ctx, vec![sql], &print_options)
+                    .await
+                    .map_err(|e| DataFusionError::Execution(format!("{}: {e}", path.display())))?;
+            }
+        }
+    }
+    Ok(())
+}
