@@ -137,5 +137,48 @@ fn first_some(values: &[Option<i64>]) -> Option<i64> {
 
 fn read_json(path: &std::path::Path) -> Result<Value> {
     let text = fs::read_to_string(path).map_err(|e| TablesError::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| TablesError::document(path, format!("invalid JSON: {e}")))
+    serde_json::from_str(&strict_json(&text))
+        .map_err(|e| TablesError::document(path, format!("invalid JSON: {e}")))
+}
+
+/// Hugging Face configs are written by Python's `json`, which emits the
+/// non-standard tokens `NaN`, `Infinity` and `-Infinity`. None of the fields
+/// read here can hold them, so outside string literals they become `null`.
+fn strict_json(text: &str) -> std::borrow::Cow<'_, str> {
+    const TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
+    if !TOKENS.iter().any(|t| text.contains(t)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            in_string = !(c == '"' && !escaped);
+            escaped = c == '\\' && !escaped;
+        } else if c == '"' {
+            in_string = true;
+        } else if let Some(t) = TOKENS.iter().find(|t| rest.starts_with(*t)) {
+            out.push_str("null");
+            rest = &rest[t.len()..];
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strict_json;
+
+    #[test]
+    fn python_json_tokens_become_null_outside_strings() {
+        let text = r#"{"a": [0.0, Infinity, -Infinity, NaN], "b": "NaN \" Infinity"}"#;
+        let strict = strict_json(text);
+        assert_eq!(strict, r#"{"a": [0.0, null, null, null], "b": "NaN \" Infinity"}"#);
+        assert!(serde_json::from_str::<serde_json::Value>(&strict).is_ok());
+    }
 }

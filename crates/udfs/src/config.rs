@@ -1,24 +1,143 @@
 //! Session settings in the `aic` namespace (`SET aic.on_miss = 'error'`).
+//!
+//! Written by hand rather than with `extensions_options!`: that macro lists
+//! its entries without the `aic.` prefix, so `SHOW aic.on_miss` and
+//! `information_schema.df_settings` would not find them; and values are
+//! checked when they are SET, not when a function first reads them.
 
-use datafusion::common::config::ConfigExtension;
-use datafusion::common::extensions_options;
+use std::any::Any;
+use std::fmt;
 
-extensions_options! {
-    /// Settings of the aicsql estimators.
-    pub struct AicOptions {
-        /// Backend used when a database argument names only a system (`'h200_sxm'`).
-        pub backend: String, default = String::new()
-        /// Version used when a database argument names no version; `latest` is
-        /// the newest (PEP 440) version that has the table.
-        pub version: String, default = "latest".to_string()
-        /// What a data miss returns: `null` (default) or `error`.
-        pub on_miss: String, default = "null".to_string()
-        /// Union a table with older versions of the same backend (the spec's
-        /// default SILICON behaviour); false reads the database's own file only.
-        pub shared_layer: bool, default = true
+use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
+use datafusion::common::{Result, config_err};
+
+/// What a data miss (the spec raises) turns into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnMiss {
+    /// The function returns NULL (default).
+    #[default]
+    Null,
+    /// The query fails with the miss's reason.
+    Error,
+}
+
+impl fmt::Display for OnMiss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OnMiss::Null => "null",
+            OnMiss::Error => "error",
+        })
     }
 }
 
+/// Settings of the aicsql estimators.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AicOptions {
+    /// Backend used when a database argument names only a system (`'h200_sxm'`).
+    pub backend: String,
+    /// Version used when a database argument names no version; `latest` is the
+    /// newest (PEP 440) version that has the table.
+    pub version: String,
+    /// What a data miss returns: `null` or `error`.
+    pub on_miss: OnMiss,
+    /// Union a table with older versions of the same backend (the spec's
+    /// default SILICON behaviour); `false` reads the database's own file only.
+    pub shared_layer: bool,
+}
+
+impl Default for AicOptions {
+    fn default() -> Self {
+        Self { backend: String::new(), version: "latest".into(), on_miss: OnMiss::Null, shared_layer: true }
+    }
+}
+
+const DESCRIPTIONS: [(&str, &str); 4] = [
+    ("backend", "Backend used when a database argument names only a system, e.g. 'vllm'. Empty: the argument must name it."),
+    ("version", "Version used when a database argument names no version; 'latest' is the newest (PEP 440) version that has the table."),
+    ("on_miss", "What a data miss returns: 'null' (default) or 'error'."),
+    ("shared_layer", "Union a table with strictly older versions of the same backend, as the spec's SILICON mode does (default true); false reads the database's own file only."),
+];
+
 impl ConfigExtension for AicOptions {
     const PREFIX: &'static str = "aic";
+}
+
+impl ExtensionOptions for AicOptions {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+
+    fn cloned(&self) -> Box<dyn ExtensionOptions> {
+        Box::new(self.clone())
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let value = value.trim();
+        match key {
+            "backend" => self.backend = value.to_string(),
+            "version" => {
+                if value.is_empty() {
+                    return config_err!("aic.version cannot be empty; use 'latest' or a version such as '0.19.0'");
+                }
+                self.version = value.to_string()
+            }
+            "on_miss" => {
+                self.on_miss = match value.to_ascii_lowercase().as_str() {
+                    "null" => OnMiss::Null,
+                    "error" => OnMiss::Error,
+                    other => return config_err!("aic.on_miss must be 'null' or 'error', not '{other}'"),
+                }
+            }
+            "shared_layer" => {
+                self.shared_layer = match value.to_ascii_lowercase().as_str() {
+                    "true" | "on" | "1" => true,
+                    "false" | "off" | "0" => false,
+                    other => return config_err!("aic.shared_layer must be true or false, not '{other}'"),
+                }
+            }
+            other => {
+                let known: Vec<String> = DESCRIPTIONS.iter().map(|(k, _)| format!("aic.{k}")).collect();
+                return config_err!("unknown setting aic.{other}; aicsql has {}", known.join(", "));
+            }
+        }
+        Ok(())
+    }
+
+    fn entries(&self) -> Vec<ConfigEntry> {
+        DESCRIPTIONS
+            .iter()
+            .map(|(key, description)| ConfigEntry {
+                key: format!("aic.{key}"),
+                value: Some(match *key {
+                    "backend" => self.backend.clone(),
+                    "version" => self.version.clone(),
+                    "on_miss" => self.on_miss.to_string(),
+                    _ => self.shared_layer.to_string(),
+                }),
+                description,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_parse_and_list_with_prefix() {
+        let mut o = AicOptions::default();
+        o.set("on_miss", "ERROR").expect("valid");
+        o.set("shared_layer", "false").expect("valid");
+        assert_eq!(o.on_miss, OnMiss::Error);
+        assert!(!o.shared_layer);
+        assert!(o.set("on_miss", "zero").unwrap_err().to_string().contains("'null' or 'error'"));
+        assert!(o.set("nope", "1").unwrap_err().to_string().contains("aic.on_miss"));
+        let keys: Vec<String> = o.entries().into_iter().map(|e| e.key).collect();
+        assert_eq!(keys, ["aic.backend", "aic.version", "aic.on_miss", "aic.shared_layer"]);
+    }
 }

@@ -1,0 +1,172 @@
+//! The `aicsql` binary: statement order, formats, exit status, standard
+//! DataFusion SQL, and the fetch step's failure modes.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn aicsql() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aicsql"));
+    cmd.arg("--data").arg(common::data_dir()).env_remove("AICSQL_PYTHON");
+    cmd
+}
+
+fn run(cmd: &mut Command) -> (bool, String, String) {
+    let Output { status, stdout, stderr } = cmd.output().expect("aicsql runs");
+    (status.success(), String::from_utf8_lossy(&stdout).into_owned(), String::from_utf8_lossy(&stderr).into_owned())
+}
+
+#[test]
+fn commands_run_in_order_in_one_session() {
+    let (ok, out, err) = run(aicsql().args([
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        "CREATE TABLE t AS VALUES (1), (2)",
+        "-c",
+        "SELECT sum(column1) AS s FROM t",
+        "-c",
+        "SELECT count(*) AS n FROM aic.perf.gemm WHERE system='h200_sxm' AND backend='vllm' AND version='0.19.0'",
+    ]));
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines, ["s", "3", "n", "101004"], "{out}");
+}
+
+#[test]
+fn files_and_commands_interleave_in_command_line_order() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("make.sql");
+    std::fs::write(&file, "-- a comment\nCREATE TABLE t AS VALUES (40);\nINSERT INTO t VALUES (2);\n").expect("write");
+    let (ok, out, err) =
+        run(aicsql().args(["-q", "--format", "tsv", "-f"]).arg(&file).args(["-c", "SELECT sum(column1) FROM t"]));
+    assert!(ok, "{err}");
+    assert!(out.lines().any(|l| l == "42"), "{out}");
+}
+
+#[test]
+fn a_failing_statement_fails_the_run() {
+    let (ok, out, err) = run(aicsql().args(["-q", "-c", "SELECT * FROM aic.perf.nope", "-c", "SELECT 'not reached'"]));
+    assert!(!ok);
+    assert!(err.contains("aic.perf.nope"), "{err}");
+    assert!(!out.contains("not reached"), "{out}");
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("job.sql");
+    std::fs::write(&file, "SELECT 1;\nSELECT no_such_column FROM aic.meta.systems;\nSELECT 'not reached';\n")
+        .expect("write");
+    let (ok, out, err) = run(aicsql().arg("-q").arg("-f").arg(&file));
+    assert!(!ok, "{out}");
+    assert!(err.contains("job.sql") && err.contains("no_such_column"), "{err}");
+    assert!(!out.contains("not reached"), "{out}");
+
+    let (ok, _, err) = run(aicsql().args(["-q", "-f", "/no/such/file.sql"]));
+    assert!(!ok);
+    assert!(err.contains("/no/such/file.sql"), "{err}");
+}
+
+#[test]
+fn unknown_data_path_fails_naming_it() {
+    let (ok, _, err) = run(Command::new(env!("CARGO_BIN_EXE_aicsql")).args(["--data", "/no/such/dir", "-c", "SELECT 1"]));
+    assert!(!ok);
+    assert!(err.contains("/no/such/dir"), "{err}");
+}
+
+#[test]
+fn formats_and_introspection() {
+    let (ok, out, err) =
+        run(aicsql().args(["-q", "--format", "json", "-c", "SELECT mem_bw FROM aic.meta.systems WHERE system='gb200'"]));
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), r#"[{"mem_bw":8.0e12}]"#);
+    for sql in ["SHOW TABLES", "SHOW FUNCTIONS", "DESCRIBE aic.perf.moe", "SHOW aic.shared_layer"] {
+        let (ok, _, err) = run(aicsql().args(["-q", "--format", "json", "-c", sql]));
+        assert!(ok, "{sql}: {err}");
+    }
+}
+
+#[test]
+fn external_tables_and_copy_keep_working() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out_file = tmp.path().join("h200_gemm.parquet");
+    let copy = format!(
+        "COPY (SELECT m, n, k, latency FROM aic.perf.gemm WHERE system='h200_sxm' AND backend='vllm' \
+         AND version='0.19.0' AND gemm_dtype='fp8_block') TO '{}' STORED AS PARQUET",
+        out_file.display()
+    );
+    let create = format!("CREATE EXTERNAL TABLE mine STORED AS PARQUET LOCATION '{}'", out_file.display());
+    let (ok, out, err) =
+        run(aicsql().args(["-q", "--format", "csv", "-c", &copy, "-c", &create, "-c", "SELECT count(*) FROM mine"]));
+    assert!(ok, "{err}");
+    assert!(out.lines().any(|l| l == "29520"), "{out}");
+}
+
+fn no_release_left(dir: &Path) {
+    let left: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned())).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "a failed fetch left {left:?} in {}", dir.display());
+}
+
+#[test]
+fn fetch_without_pip_fails_clearly_and_leaves_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let (ok, _, err) = run(Command::new(env!("CARGO_BIN_EXE_aicsql"))
+        .args(["data", "fetch", "--data"])
+        .arg(&cache)
+        .env("AICSQL_PYTHON", "/no/such/python3"));
+    assert!(!ok);
+    assert!(err.contains("pip") && err.contains("/no/such/python3"), "{err}");
+    no_release_left(&cache);
+}
+
+#[test]
+fn fetch_without_network_fails_clearly_and_leaves_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    // An index on a closed local port stands in for an unreachable network.
+    let (ok, _, err) = run(Command::new(env!("CARGO_BIN_EXE_aicsql"))
+        .args(["data", "fetch", "--data"])
+        .arg(&cache)
+        .env("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+        .env("PIP_NO_CACHE_DIR", "1")
+        .env("PIP_RETRIES", "0")
+        .env("PIP_TIMEOUT", "2"));
+    assert!(!ok);
+    assert!(err.contains("pip download") && err.contains("aiconfigurator==0.10.0"), "{err}");
+    no_release_left(&cache);
+}
+
+#[test]
+fn second_fetch_does_no_network_io() {
+    // With the cache complete, fetch must not even start pip.
+    let (ok, out, err) = run(Command::new(env!("CARGO_BIN_EXE_aicsql"))
+        .args(["data", "fetch", "--data"])
+        .arg(common::data_dir())
+        .env("AICSQL_PYTHON", "/no/such/python3"));
+    assert!(ok, "{err}");
+    assert!(out.contains("aiconfigurator==0.10.0: already in"), "{out}");
+    assert!(out.contains("aiconfigurator-core==0.12.0: already in"), "{out}");
+}
+
+#[test]
+fn shipped_sql_files_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["examples", "queries/catalog"] {
+        for entry in std::fs::read_dir(root.join(dir)).expect("list") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|x| x == "sql") {
+                files.push(path);
+            }
+        }
+    }
+    assert!(files.len() >= 4, "{files:?}");
+    for file in files {
+        let (ok, out, err) = run(aicsql().args(["-q", "--format", "csv", "-f"]).arg(&file));
+        assert!(ok, "{}: {err}", file.display());
+        assert!(out.lines().count() > 1, "{} printed no rows", file.display());
+    }
+}

@@ -1,0 +1,33 @@
+//! Shared set-up of the integration tests: the real published data, fetched
+//! by the project's own fetch step (`aicsql data fetch`, run by `scripts/test`).
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use aicsql::{DataTree, default_data_dir, fetch};
+
+/// The data cache the tests read; panics with the fix when it is missing.
+pub fn data_dir() -> PathBuf {
+    let dir = default_data_dir();
+    assert!(
+        fetch::is_complete(&dir),
+        "the perf data is not in {}; run `cargo run -- data fetch` (scripts/test does) first",
+        dir.display()
+    );
+    dir
+}
+
+/// One mounted tree for the whole test binary.
+pub fn tree() -> Arc<DataTree> {
+    static TREE: OnceLock<Arc<DataTree>> = OnceLock::new();
+    Arc::clone(TREE.get_or_init(|| {
+        Arc::new(DataTree::open(&[data_dir()]).unwrap_or_else(|e| panic!("cannot mount test data: {e}")))
+    }))
+}
+
+/// The folder of a published release inside the cache, e.g. `aiconfigurator-0.10.0/aiconfigurator`.
+pub fn release_root(release_dir: &str, package: &str) -> PathBuf {
+    data_dir().join(release_dir).join(package)
+}
