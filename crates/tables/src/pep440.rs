@@ -8,7 +8,7 @@
 use std::cmp::Ordering;
 
 /// A parsed PEP 440 version (epoch, release, pre, post, dev; local labels ignored).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Version {
     epoch: u64,
     release: Vec<u64>,
@@ -124,6 +124,15 @@ impl Ord for Version {
             })
     }
 }
+
+/// Equality is PEP 440 equality: `1.0 == 1.0.0`.
+impl PartialEq for Version {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Version {}
 
 impl PartialOrd for Version {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
