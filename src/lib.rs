@@ -89,7 +89,8 @@ impl SessionBuilder {
     }
 }
 
-/// Registers the `aic` catalog on an existing session.
+/// Registers the `aic` catalog and the aicsql functions on an existing session.
 pub fn register(ctx: &SessionContext, tree: Arc<DataTree>) {
-    ctx.register_catalog(CATALOG_NAME, Arc::new(AicCatalog::new(tree)));
+    ctx.register_catalog(CATALOG_NAME, Arc::new(AicCatalog::new(Arc::clone(&tree))));
+    aicsql_udfs::register_all(ctx, &tree);
 }

@@ -155,7 +155,7 @@ fn second_fetch_does_no_network_io() {
 fn shipped_sql_files_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for dir in ["examples", "queries/catalog"] {
+    for dir in ["examples", "queries/catalog", "queries/gemm"] {
         for entry in std::fs::read_dir(root.join(dir)).expect("list") {
             let path = entry.expect("entry").path();
             if path.extension().is_some_and(|x| x == "sql") {

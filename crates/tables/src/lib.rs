@@ -1,19 +1,28 @@
 //! The data layer of aicsql: finding and loading aiconfigurator's published
 //! perf data (both directory layouts, several releases at once), system
-//! constants and model configs. No DataFusion here; the catalog and the SQL
-//! functions are thin adapters over this crate.
+//! constants and model configs, and the estimators over them. No DataFusion
+//! here; the catalog and the SQL functions are thin adapters over this crate.
 
 pub mod discovery;
 pub mod error;
+pub mod gemm;
 pub mod model;
 mod parquet_io;
 pub mod pep440;
+pub mod pymath;
+pub mod quant;
+pub mod sol;
 pub mod support_matrix;
 pub mod system;
+#[cfg(test)]
+mod test_data;
 
 pub use parquet::arrow::arrow_reader::ParquetRecordBatchReader as ParquetBatchReader;
 pub use discovery::{DataRoot, DataTree, DocFile, Layout, PerfFile, Release, RELEASE_MARKER};
 pub use error::{Result, TablesError};
+pub use gemm::{GemmMiss, GemmSource, GemmTable, SourceRole, TraceStage, TraceStep};
 pub use model::{ModelConfig, read_model_config};
 pub use pep440::Version;
+pub use quant::GemmQuant;
+pub use sol::{GemmSol, MAX_GEMM_DIM};
 pub use system::{Num, SystemSpec, read_system_yaml};

@@ -1,6 +1,49 @@
 //! aiconfigurator's estimators as DataFusion functions, one file per
-//! function, over the `aicsql-tables` engine.
+//! function, over the `aicsql-tables` engine. Functions never read files
+//! themselves: tables are loaded once per process by `aicsql-tables` and
+//! shared.
 
+pub mod args;
 pub mod config;
+pub mod database;
+mod gemm_args;
+pub mod gemm_latency;
+pub mod gemm_sol;
+pub mod gemm_trace;
+pub mod systems;
 
-pub use config::AicOptions;
+use std::sync::Arc;
+
+use datafusion::execution::context::SessionContext;
+use datafusion::logical_expr::{DocSection, ScalarUDF};
+
+use aicsql_tables::DataTree;
+
+pub use config::{AicOptions, OnMiss};
+pub use gemm_latency::GemmLatency;
+pub use gemm_sol::GemmSolFn;
+pub use gemm_trace::GemmTrace;
+
+/// Documentation section of every aicsql function.
+pub const DOC_SECTION_AICSQL: DocSection = DocSection {
+    include: true,
+    label: "aicsql Functions",
+    description: Some("Estimators of aiconfigurator v0.11.0 over the mounted perf data."),
+};
+
+/// The scalar functions, for registration elsewhere (e.g. over FFI).
+pub fn scalar_functions(tree: &Arc<DataTree>) -> Vec<ScalarUDF> {
+    let specs = Arc::new(systems::SystemSpecs::default());
+    vec![
+        ScalarUDF::new_from_impl(GemmLatency::new(Arc::clone(tree))),
+        ScalarUDF::new_from_impl(GemmSolFn::new(Arc::clone(tree), specs)),
+    ]
+}
+
+/// Registers every aicsql function on `ctx`.
+pub fn register_all(ctx: &SessionContext, tree: &Arc<DataTree>) {
+    for udf in scalar_functions(tree) {
+        ctx.register_udf(udf);
+    }
+    ctx.register_udtf("gemm_trace", Arc::new(GemmTrace::new(Arc::clone(tree))));
+}

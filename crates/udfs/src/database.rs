@@ -1,0 +1,83 @@
+//! Resolving a database argument (`'system/backend/version'`, or a prefix
+//! completed from `aic.backend` / `aic.version`) against what is mounted.
+
+use datafusion::common::{DataFusionError, Result};
+
+use aicsql_tables::{DataTree, discovery::cmp_version_names};
+
+use crate::config::AicOptions;
+
+/// A fully named database.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Database {
+    pub system: String,
+    pub backend: String,
+    pub version: String,
+}
+
+impl Database {
+    pub fn name(&self) -> String {
+        format!("{}/{}/{}", self.system, self.backend, self.version)
+    }
+}
+
+/// Completes and checks `arg` for a table kind: the database must hold a
+/// file of that kind. Errors name the argument and list what exists.
+pub fn resolve(function: &str, tree: &DataTree, table: &str, arg: &str, options: &AicOptions) -> Result<Database> {
+    let parts: Vec<&str> = arg.split('/').collect();
+    let (system, backend, version) = match parts.as_slice() {
+        [s] => (*s, None, None),
+        [s, b] => (*s, Some(*b), None),
+        [s, b, v] => (*s, Some(*b), Some(*v)),
+        _ => {
+            return Err(invalid(function, format!(
+                "database '{arg}' is not of the form 'system/backend/version' (or 'system', 'system/backend' with aic.backend / aic.version set)"
+            )));
+        }
+    };
+    let with_table = || tree.perf_files().iter().filter(|f| f.table == table);
+    if system.is_empty() || !with_table().any(|f| f.system == system) {
+        let mut systems: Vec<&str> = with_table().map(|f| f.system.as_str()).collect();
+        systems.dedup();
+        return Err(invalid(function, format!(
+            "unknown system '{system}' in database '{arg}'; systems with a {table} table: {}",
+            systems.join(", ")
+        )));
+    }
+    let backend = match backend {
+        Some(b) => b,
+        None if !options.backend.is_empty() => options.backend.as_str(),
+        None => {
+            return Err(invalid(function, format!(
+                "database '{arg}' names no backend; write '{system}/<backend>/<version>' or SET aic.backend"
+            )));
+        }
+    };
+    let versions = || with_table().filter(|f| f.system == system && f.backend == backend).map(|f| f.version.as_str());
+    if versions().next().is_none() {
+        let mut backends: Vec<&str> = with_table().filter(|f| f.system == system).map(|f| f.backend.as_str()).collect();
+        backends.sort();
+        backends.dedup();
+        return Err(invalid(function, format!(
+            "no {table} table for backend '{backend}' on {system} (database '{arg}'); backends: {}",
+            backends.join(", ")
+        )));
+    }
+    let wanted = version.unwrap_or(options.version.as_str());
+    let version = if wanted == "latest" {
+        versions().max_by(|a, b| cmp_version_names(a, b)).unwrap_or_default()
+    } else if versions().any(|v| v == wanted) {
+        wanted
+    } else {
+        let listed: Vec<&str> = versions().collect();
+        return Err(invalid(function, format!(
+            "no {table} table for {system}/{backend}/{wanted} (database '{arg}'); versions: {}",
+            listed.join(", ")
+        )));
+    };
+    Ok(Database { system: system.to_string(), backend: backend.to_string(), version: version.to_string() })
+}
+
+fn invalid(function: &str, message: String) -> DataFusionError {
+    DataFusionError::Execution(format!("{function}: {message}"))
+}

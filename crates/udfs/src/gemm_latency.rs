@@ -1,0 +1,123 @@
+//! `gemm_latency(db, quant, m, n, k)`: the spec's GEMM estimate in milliseconds.
+
+use std::sync::{Arc, OnceLock};
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{Result, exec_err};
+use datafusion::logical_expr::{
+    ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+};
+use crate::DOC_SECTION_AICSQL;
+
+use aicsql_tables::{DataTree, GemmTable};
+
+use crate::config::OnMiss;
+use crate::gemm_args::{coerce_gemm, evaluate};
+
+/// Prices GEMM shapes against a database's measured table exactly as
+/// aiconfigurator v0.11.0's Python does (exact hit, own-site curve,
+/// util-hold, site transfer), so a SQL join over model shapes reproduces the
+/// spec's numbers bit for bit.
+#[derive(Debug)]
+pub struct GemmLatency {
+    tree: Arc<DataTree>,
+    signature: Signature,
+}
+
+impl GemmLatency {
+    pub fn new(tree: Arc<DataTree>) -> Self {
+        Self { tree, signature: Signature::user_defined(Volatility::Stable) }
+    }
+}
+
+impl PartialEq for GemmLatency {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.tree, &other.tree)
+    }
+}
+
+impl Eq for GemmLatency {}
+
+impl std::hash::Hash for GemmLatency {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+impl ScalarUDFImpl for GemmLatency {
+    fn name(&self) -> &str {
+        "gemm_latency"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        coerce_gemm(self.name(), arg_types)
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Float64)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let name = self.name();
+        evaluate(
+            name,
+            &self.tree,
+            &args,
+            |db, quant, options| {
+                let table = GemmTable::cached(&self.tree, &db.system, &db.backend, &db.version, quant, options.shared_layer)
+                    .map_err(|e| datafusion::common::DataFusionError::Execution(format!("{name}: {e}")))?;
+                Ok((table, options.on_miss))
+            },
+            |(table, on_miss), m, n, k| match table.latency(m, n, k) {
+                Ok(ms) => Ok(Some(ms)),
+                Err(miss) => match on_miss {
+                    OnMiss::Null => Ok(None),
+                    OnMiss::Error => exec_err!("{name}: {}", table.miss_message(miss, m, n, k)),
+                },
+            },
+        )
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        static DOC: OnceLock<Documentation> = OnceLock::new();
+        Some(DOC.get_or_init(|| {
+            Documentation::builder(
+                DOC_SECTION_AICSQL,
+                "Latency in milliseconds of an (m x k) by (k x n) GEMM on a database, estimated from its \
+                 measured table as aiconfigurator v0.11.0 does: exact hit, linear interpolation on the own \
+                 (n, k) site, util-hold beyond the measured m range, or inverse-distance site transfer from \
+                 the 4 nearest sites. Returns NULL on a data miss (or fails, under SET aic.on_miss = 'error'); \
+                 gemm_trace shows how a value was reached. SET aic.shared_layer = false prices with the \
+                 database's own file only.",
+                "gemm_latency(db, quant, m, n, k)",
+            )
+            .with_sql_example(
+                "```sql\n> SELECT gemm_latency('h200_sxm/vllm/0.19.0', 'fp8_block', 1, 1280, 5120);\n\
+                 +---------------------------------------------------------------------------------+\n\
+                 | gemm_latency(Utf8(\"h200_sxm/vllm/0.19.0\"),Utf8(\"fp8_block\"),Int64(1),Int64(1280),Int64(5120)) |\n\
+                 +---------------------------------------------------------------------------------+\n\
+                 | 0.021895413...                                                                  |\n\
+                 +---------------------------------------------------------------------------------+\n```",
+            )
+            .with_argument(
+                "db",
+                "Database 'system/backend/version', e.g. 'h200_sxm/vllm/0.19.0'; 'system' or \
+                 'system/backend' take the rest from aic.backend / aic.version ('latest' = newest version \
+                 with a GEMM table).",
+            )
+            .with_argument(
+                "quant",
+                "GEMM quant mode: bfloat16, fp8, fp8_static (reads the fp8 slice), fp8_block, nvfp4, \
+                 int8_wo, int4_wo, sq.",
+            )
+            .with_argument("m", "Rows of the activation (tokens), m >= 0.")
+            .with_argument("n", "Output features, n >= 1.")
+            .with_argument("k", "Reduction dimension, k >= 1.")
+            .build()
+        }))
+    }
+}

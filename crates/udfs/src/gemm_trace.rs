@@ -1,0 +1,180 @@
+//! `gemm_trace(db, quant, m, n, k)`: how `gemm_latency` reaches its value,
+//! one row per step (own-site step, or every transfer candidate in rank
+//! order), then a `result` or `miss` row.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue, plan_err};
+use datafusion::datasource::MemTable;
+use datafusion::logical_expr::Expr;
+
+use aicsql_tables::{DataTree, GemmTable, TraceStep};
+
+use crate::config::AicOptions;
+use crate::database::resolve;
+use crate::gemm_args::{check_shape, quant};
+
+const NAME: &str = "gemm_trace";
+
+/// Table function `gemm_trace`.
+#[derive(Debug)]
+pub struct GemmTrace {
+    tree: Arc<DataTree>,
+}
+
+impl GemmTrace {
+    pub fn new(tree: Arc<DataTree>) -> Self {
+        Self { tree }
+    }
+
+    pub fn schema() -> SchemaRef {
+        let f = |name: &str, t: DataType| Field::new(name, t, true);
+        Arc::new(Schema::new(vec![
+            Field::new("db", DataType::Utf8, false),
+            Field::new("quant", DataType::Utf8, false),
+            Field::new("m", DataType::Int64, false),
+            Field::new("n", DataType::Int64, false),
+            Field::new("k", DataType::Int64, false),
+            Field::new("step", DataType::Int32, false),
+            Field::new("stage", DataType::Utf8, false),
+            f("site_n", DataType::Int64),
+            f("site_k", DataType::Int64),
+            f("distance", DataType::Float64),
+            f("covers_m", DataType::Boolean),
+            f("rank", DataType::Int32),
+            Field::new("selected", DataType::Boolean, false),
+            f("weight", DataType::Float64),
+            f("site_latency_ms", DataType::Float64),
+            f("site_sol_ms", DataType::Float64),
+            f("util", DataType::Float64),
+            f("result_ms", DataType::Float64),
+            f("reason", DataType::Utf8),
+        ]))
+    }
+}
+
+/// Evaluates a constant argument (literals, casts, arithmetic on literals).
+fn constant(session: &dyn Session, expr: &Expr, position: usize) -> Result<ScalarValue> {
+    let physical = session.create_physical_expr(expr.clone(), &DFSchema::empty())?;
+    let batch = RecordBatch::new_empty(Arc::new(Schema::empty()));
+    let batch = RecordBatch::try_new_with_options(
+        batch.schema(),
+        vec![],
+        &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
+    )?;
+    match physical.evaluate(&batch)? {
+        datafusion::logical_expr::ColumnarValue::Scalar(s) => Ok(s),
+        datafusion::logical_expr::ColumnarValue::Array(a) if a.len() == 1 => ScalarValue::try_from_array(&a, 0),
+        _ => plan_err!("{NAME}: argument {position} must be a constant"),
+    }
+}
+
+fn text(value: &ScalarValue, position: usize) -> Result<Option<String>> {
+    match value {
+        ScalarValue::Utf8(v) | ScalarValue::LargeUtf8(v) | ScalarValue::Utf8View(v) => Ok(v.clone()),
+        ScalarValue::Null => Ok(None),
+        other => plan_err!("{NAME}: argument {position} must be text, got {}", other.data_type()),
+    }
+}
+
+fn int(value: &ScalarValue, position: usize) -> Result<Option<i64>> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    match value.cast_to(&DataType::Int64)? {
+        ScalarValue::Int64(v) if value.data_type().is_integer() => Ok(v),
+        _ => plan_err!("{NAME}: argument {position} must be an integer, got {}", value.data_type()),
+    }
+}
+
+impl TableFunctionImpl for GemmTrace {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let exprs = args.exprs();
+        if exprs.len() != 5 {
+            return plan_err!("{NAME}(db, quant, m, n, k) takes 5 arguments, got {}", exprs.len());
+        }
+        let session = args.session();
+        let values: Vec<ScalarValue> =
+            exprs.iter().enumerate().map(|(i, e)| constant(session, e, i + 1)).collect::<Result<_>>()?;
+        let options = session.config().options().extensions.get::<AicOptions>().cloned().unwrap_or_default();
+        let schema = Self::schema();
+        let (db, q, m, n, k) = (text(&values[0], 1)?, text(&values[1], 2)?, int(&values[2], 3)?, int(&values[3], 4)?, int(&values[4], 5)?);
+        let (Some(db), Some(q), Some(m), Some(n), Some(k)) = (db, q, m, n, k) else {
+            // NULL in, nothing out.
+            return Ok(Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![]])?));
+        };
+        let quant = quant(NAME, &q)?;
+        let database = resolve(NAME, &self.tree, "gemm", &db, &options)?;
+        check_shape(NAME, m, n, k)?;
+        let table = GemmTable::cached(&self.tree, &database.system, &database.backend, &database.version, quant, options.shared_layer)
+            .map_err(|e| DataFusionError::Execution(format!("{NAME}: {e}")))?;
+        let steps = table.trace(m, n, k);
+        let batch = trace_batch(&schema, &database.name(), quant.name(), (m, n, k), &steps)?;
+        Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+    }
+}
+
+fn trace_batch(schema: &SchemaRef, db: &str, quant: &str, (m, n, k): (i64, i64, i64), steps: &[TraceStep]) -> Result<RecordBatch> {
+    let rows = steps.len();
+    let repeat_text = |v: &str| {
+        let mut b = StringBuilder::new();
+        (0..rows).for_each(|_| b.append_value(v));
+        Arc::new(b.finish()) as ArrayRef
+    };
+    let repeat_int = |v: i64| {
+        let mut b = Int64Builder::new();
+        (0..rows).for_each(|_| b.append_value(v));
+        Arc::new(b.finish()) as ArrayRef
+    };
+    let ints = |f: &dyn Fn(&TraceStep) -> Option<i64>| {
+        let mut b = Int64Builder::new();
+        steps.iter().for_each(|s| b.append_option(f(s)));
+        Arc::new(b.finish()) as ArrayRef
+    };
+    let floats = |f: &dyn Fn(&TraceStep) -> Option<f64>| {
+        let mut b = Float64Builder::new();
+        steps.iter().for_each(|s| b.append_option(f(s)));
+        Arc::new(b.finish()) as ArrayRef
+    };
+    let mut step = Int32Builder::new();
+    let mut stage = StringBuilder::new();
+    let mut covers = BooleanBuilder::new();
+    let mut rank = Int32Builder::new();
+    let mut selected = BooleanBuilder::new();
+    let mut reason = StringBuilder::new();
+    for (i, s) in steps.iter().enumerate() {
+        step.append_value(i as i32 + 1);
+        stage.append_value(s.stage.name());
+        covers.append_option(s.covers_m);
+        rank.append_option(s.rank.map(|r| r as i32));
+        selected.append_value(s.selected);
+        reason.append_option(s.reason.as_deref());
+    }
+    let columns: Vec<ArrayRef> = vec![
+        repeat_text(db),
+        repeat_text(quant),
+        repeat_int(m),
+        repeat_int(n),
+        repeat_int(k),
+        Arc::new(step.finish()),
+        Arc::new(stage.finish()),
+        ints(&|s| s.site_n),
+        ints(&|s| s.site_k),
+        floats(&|s| s.distance),
+        Arc::new(covers.finish()),
+        Arc::new(rank.finish()),
+        Arc::new(selected.finish()),
+        floats(&|s| s.weight),
+        floats(&|s| s.site_latency_ms),
+        floats(&|s| s.site_sol_ms),
+        floats(&|s| s.util),
+        floats(&|s| s.result_ms),
+        Arc::new(reason.finish()),
+    ];
+    Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+}

@@ -1,0 +1,34 @@
+//! System constants by name, read once per process and tree.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use datafusion::common::{DataFusionError, Result};
+
+use aicsql_tables::{DataTree, SystemSpec, read_system_yaml};
+
+/// Parsed `systems/<system>.yaml` files, keyed by system name.
+#[derive(Debug, Default)]
+pub struct SystemSpecs {
+    specs: Mutex<HashMap<String, Arc<SystemSpec>>>,
+}
+
+impl SystemSpecs {
+    pub fn get(&self, function: &str, tree: &DataTree, system: &str) -> Result<Arc<SystemSpec>> {
+        let lock_err = || DataFusionError::Internal(format!("{function}: system cache lock poisoned"));
+        if let Some(spec) = self.specs.lock().map_err(|_| lock_err())?.get(system) {
+            return Ok(Arc::clone(spec));
+        }
+        let doc = tree.system_yamls().iter().find(|d| d.stem == system).ok_or_else(|| {
+            DataFusionError::Execution(format!("{function}: no systems/{system}.yaml in the mounted data"))
+        })?;
+        let spec = read_system_yaml(doc)
+            .map_err(|e| DataFusionError::Execution(format!("{function}: {e}")))?
+            .ok_or_else(|| {
+                DataFusionError::Execution(format!("{function}: {} does not describe a system", doc.path.display()))
+            })?;
+        let spec = Arc::new(spec);
+        self.specs.lock().map_err(|_| lock_err())?.insert(system.to_string(), Arc::clone(&spec));
+        Ok(spec)
+    }
+}
