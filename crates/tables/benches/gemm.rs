@@ -1,20 +1,17 @@
 //! Throughput of `GemmTable::latency` per resolution path, on real data.
 //! `cargo bench -p aicsql-tables --bench gemm` (data from `$AICSQL_DATA` or
-//! `~/.cache/aicsql`). Plain timing loop: no benchmark framework dependency.
+//! `~/.cache/aicsql`). One thread: the numbers are per core.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use criterion::{Criterion, Throughput};
+
 use aicsql_tables::{DataTree, GemmQuant, GemmTable, TraceStage};
 
 const PER_PATH: usize = 20_000;
-/// Passes over each bucket (`GEMM_BENCH_ROUNDS` overrides, e.g. for profiling).
-fn rounds() -> usize {
-    std::env::var("GEMM_BENCH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(50)
-}
-
 fn data_dir() -> PathBuf {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     var("AICSQL_DATA").unwrap_or_else(|| var("HOME").unwrap_or_else(|| PathBuf::from(".")).join(".cache/aicsql"))
@@ -79,28 +76,20 @@ fn main() {
         }
     }
 
-    // Per pass timings; the best and the median pass are reported, which
-    // keeps the numbers stable on a shared machine.
+    let mut criterion = Criterion::default().configure_from_args().sample_size(30);
+    let mut group = criterion.benchmark_group("engine/h200_sxm_vllm_0.19.0_fp8_block");
     for (path, queries) in &buckets {
-        let mut passes = Vec::with_capacity(rounds());
-        let mut sink = 0.0;
-        for _ in 0..rounds() {
-            let begin = Instant::now();
-            for &(m, n, k) in queries {
-                sink += table.latency(black_box(m), black_box(n), black_box(k)).unwrap_or(0.0);
-            }
-            passes.push(begin.elapsed().as_secs_f64() / queries.len() as f64);
-        }
-        black_box(sink);
-        passes.sort_by(f64::total_cmp);
-        let (best, median) = (passes[0], passes[passes.len() / 2]);
-        println!(
-            "{path:<9} {:>6} queries  best {:>7.1} ns/query ({:>6.2} M/s)  median {:>7.1} ns/query ({:>6.2} M/s)",
-            queries.len(),
-            best * 1e9,
-            1e-6 / best,
-            median * 1e9,
-            1e-6 / median
-        );
+        group.throughput(Throughput::Elements(queries.len() as u64));
+        group.bench_function(*path, |b| {
+            b.iter(|| {
+                let mut sink = 0.0;
+                for &(m, n, k) in queries {
+                    sink += table.latency(black_box(m), black_box(n), black_box(k)).unwrap_or(0.0);
+                }
+                sink
+            })
+        });
     }
+    group.finish();
+    criterion.final_summary();
 }
