@@ -7,7 +7,7 @@ use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::{
     ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
-use crate::DOC_SECTION_AICSQL;
+use crate::{DOC_SECTION_AICSQL, SharedTree};
 
 use aicsql_tables::{DataTree, GemmTable};
 
@@ -18,29 +18,15 @@ use crate::gemm_args::{coerce_gemm, evaluate};
 /// aiconfigurator v0.11.0's Python does (exact hit, own-site curve,
 /// util-hold, site transfer), so a SQL join over model shapes reproduces the
 /// spec's numbers bit for bit.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct GemmLatency {
-    tree: Arc<DataTree>,
+    tree: SharedTree,
     signature: Signature,
 }
 
 impl GemmLatency {
     pub fn new(tree: Arc<DataTree>) -> Self {
-        Self { tree, signature: Signature::user_defined(Volatility::Stable) }
-    }
-}
-
-impl PartialEq for GemmLatency {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.tree, &other.tree)
-    }
-}
-
-impl Eq for GemmLatency {}
-
-impl std::hash::Hash for GemmLatency {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name().hash(state);
+        Self { tree: SharedTree(tree), signature: Signature::user_defined(Volatility::Stable) }
     }
 }
 

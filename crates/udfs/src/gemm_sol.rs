@@ -9,7 +9,7 @@ use datafusion::logical_expr::{ColumnarValue, Documentation, ScalarFunctionArgs,
 use aicsql_tables::DataTree;
 use aicsql_tables::sol::GemmSol;
 
-use crate::DOC_SECTION_AICSQL;
+use crate::{DOC_SECTION_AICSQL, SharedTree};
 use crate::gemm_args::{coerce_gemm, evaluate};
 use crate::systems::SystemSpecs;
 
@@ -17,20 +17,21 @@ use crate::systems::SystemSpecs;
 /// measured against: shows how far a kernel is from the hardware limit.
 #[derive(Debug)]
 pub struct GemmSolFn {
-    tree: Arc<DataTree>,
+    tree: SharedTree,
     specs: Arc<SystemSpecs>,
     signature: Signature,
 }
 
 impl GemmSolFn {
     pub fn new(tree: Arc<DataTree>, specs: Arc<SystemSpecs>) -> Self {
-        Self { tree, specs, signature: Signature::user_defined(Volatility::Stable) }
+        Self { tree: SharedTree(tree), specs, signature: Signature::user_defined(Volatility::Stable) }
     }
 }
 
+/// The system cache is derived state: identity is the tree and signature.
 impl PartialEq for GemmSolFn {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.tree, &other.tree)
+        self.tree == other.tree && self.signature == other.signature
     }
 }
 
@@ -38,7 +39,8 @@ impl Eq for GemmSolFn {}
 
 impl std::hash::Hash for GemmSolFn {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name().hash(state);
+        self.tree.hash(state);
+        self.signature.hash(state);
     }
 }
 

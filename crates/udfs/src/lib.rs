@@ -24,6 +24,33 @@ pub use gemm_latency::GemmLatency;
 pub use gemm_sol::GemmSolFn;
 pub use gemm_trace::GemmTrace;
 
+/// The mounted tree as a function field: functions compare and hash by
+/// identity (two registrations over the same tree are the same function).
+#[derive(Debug, Clone)]
+pub(crate) struct SharedTree(pub(crate) Arc<DataTree>);
+
+impl PartialEq for SharedTree {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SharedTree {}
+
+impl std::hash::Hash for SharedTree {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::ptr::hash(Arc::as_ptr(&self.0), state);
+    }
+}
+
+impl std::ops::Deref for SharedTree {
+    type Target = DataTree;
+
+    fn deref(&self) -> &DataTree {
+        &self.0
+    }
+}
+
 /// Documentation section of every aicsql function.
 pub const DOC_SECTION_AICSQL: DocSection = DocSection {
     include: true,
