@@ -13,6 +13,7 @@ use indicatif::ProgressBar;
 use sqllogictest::strict_column_validator;
 
 use aicsql::SessionBuilder;
+use datafusion::prelude::ParquetReadOptions;
 
 fn slt_files(filter: Option<&str>) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("slt");
@@ -30,12 +31,18 @@ fn slt_files(filter: Option<&str>) -> Vec<PathBuf> {
 async fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let tree = common::tree();
+    let goldens = common::goldens_dir();
     let files = slt_files(filter.as_deref());
     assert!(!files.is_empty(), "no .slt files matched");
     let mut failures = Vec::new();
     for path in &files {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let ctx = SessionBuilder::with_tree(tree.clone()).build();
+        // The spec's goldens, as table `gemm_goldens` (the .slt files need no path).
+        let goldens = goldens.join("gemm_goldens.parquet");
+        ctx.register_parquet("gemm_goldens", goldens.to_string_lossy().as_ref(), ParquetReadOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("cannot register {}: {e}", goldens.display()));
         let mut runner = sqllogictest::Runner::new(|| {
             let ctx = ctx.clone();
             let name = PathBuf::from(&name);

@@ -31,3 +31,17 @@ pub fn tree() -> Arc<DataTree> {
 pub fn release_root(release_dir: &str, package: &str) -> PathBuf {
     data_dir().join(release_dir).join(package)
 }
+
+/// The spec's goldens: `$AICSQL_GOLDENS`, else `shared/goldens` beside the repository.
+pub fn goldens_dir() -> PathBuf {
+    let dir = std::env::var_os("AICSQL_GOLDENS")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/goldens"));
+    assert!(
+        dir.join("gemm_goldens.parquet").is_file(),
+        "the goldens are not in {}; set AICSQL_GOLDENS to the shared/goldens directory",
+        dir.display()
+    );
+    dir
+}
