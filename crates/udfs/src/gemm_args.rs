@@ -7,7 +7,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::Float64Builder;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, ScalarValue, exec_err};
-use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs};
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, Signature, TypeSignature, Volatility};
 
 use aicsql_tables::{DataTree, GemmQuant};
 
@@ -17,6 +17,14 @@ use crate::database::{Database, resolve};
 
 /// Largest dimension accepted; keeps every exact product inside i128.
 pub(crate) const MAX_DIM: i64 = aicsql_tables::sol::MAX_GEMM_DIM;
+
+/// `(text, text, bigint, bigint, bigint)`: the exact form is what
+/// `SHOW FUNCTIONS` / information_schema list; the user-defined branch
+/// (see [`coerce_gemm`]) accepts every string type and any integer.
+pub(crate) fn gemm_signature() -> Signature {
+    let exact = vec![DataType::Utf8, DataType::Utf8, DataType::Int64, DataType::Int64, DataType::Int64];
+    Signature::one_of(vec![TypeSignature::Exact(exact), TypeSignature::UserDefined], Volatility::Stable)
+}
 
 pub(crate) fn coerce_gemm(function: &str, arg_types: &[DataType]) -> Result<Vec<DataType>> {
     coerce(function, arg_types, 2, 3)

@@ -5,14 +5,14 @@ use std::sync::{Arc, OnceLock};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::{
-    ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature,
 };
 use crate::{DOC_SECTION_AICSQL, SharedTree};
 
 use aicsql_tables::{DataTree, GemmTable};
 
 use crate::config::OnMiss;
-use crate::gemm_args::{coerce_gemm, evaluate};
+use crate::gemm_args::{coerce_gemm, evaluate, gemm_signature};
 
 /// Prices GEMM shapes against a database's measured table exactly as
 /// aiconfigurator v0.11.0's Python does (exact hit, own-site curve,
@@ -26,7 +26,7 @@ pub struct GemmLatency {
 
 impl GemmLatency {
     pub fn new(tree: Arc<DataTree>) -> Self {
-        Self { tree: SharedTree(tree), signature: Signature::user_defined(Volatility::Stable) }
+        Self { tree: SharedTree(tree), signature: gemm_signature() }
     }
 }
 

@@ -4,13 +4,13 @@ use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result};
-use datafusion::logical_expr::{ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature};
 
 use aicsql_tables::DataTree;
 use aicsql_tables::sol::GemmSol;
 
 use crate::{DOC_SECTION_AICSQL, SharedTree};
-use crate::gemm_args::{coerce_gemm, evaluate};
+use crate::gemm_args::{coerce_gemm, evaluate, gemm_signature};
 use crate::systems::SystemSpecs;
 
 /// The bound every measured latency is raised to and every util is
@@ -24,7 +24,7 @@ pub struct GemmSolFn {
 
 impl GemmSolFn {
     pub fn new(tree: Arc<DataTree>, specs: Arc<SystemSpecs>) -> Self {
-        Self { tree: SharedTree(tree), specs, signature: Signature::user_defined(Volatility::Stable) }
+        Self { tree: SharedTree(tree), specs, signature: gemm_signature() }
     }
 }
 
