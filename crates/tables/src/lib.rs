@@ -25,4 +25,4 @@ pub use model::{ModelConfig, read_model_config};
 pub use pep440::Version;
 pub use quant::GemmQuant;
 pub use sol::{GemmSol, MAX_GEMM_DIM};
-pub use system::{Num, SystemSpec, read_system_yaml};
+pub use system::{Num, SystemSpec, read_system_yaml, system_spec};

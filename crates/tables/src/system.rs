@@ -8,7 +8,7 @@ use std::fs;
 
 use serde_yaml_ng::Value;
 
-use crate::discovery::DocFile;
+use crate::discovery::{DataTree, DocFile};
 use crate::error::{Result, TablesError};
 
 /// A YAML number as written: integer or float.
@@ -91,6 +91,19 @@ pub fn read_system_yaml(doc: &DocFile) -> Result<Option<SystemSpec>> {
             }
         },
     }))
+}
+
+/// The constants of `system` from the mounted `systems/<system>.yaml`, with
+/// the file they came from (for error context).
+pub fn system_spec(tree: &DataTree, system: &str) -> Result<(SystemSpec, std::path::PathBuf)> {
+    let doc = tree
+        .system_yamls()
+        .iter()
+        .find(|d| d.stem == system)
+        .ok_or_else(|| TablesError::InvalidInput(format!("no systems/{system}.yaml in the mounted data")))?;
+    let spec = read_system_yaml(doc)?
+        .ok_or_else(|| TablesError::document(&doc.path, "not a system description (no `gpu:` section)"))?;
+    Ok((spec, doc.path.clone()))
 }
 
 struct Fields<'a> {

@@ -9,10 +9,10 @@ use datafusion::logical_expr::{
 };
 use crate::{DOC_SECTION_AICSQL, SharedTree};
 
-use aicsql_tables::{DataTree, GemmTable};
+use aicsql_tables::DataTree;
 
 use crate::config::OnMiss;
-use crate::gemm_args::{coerce_gemm, evaluate, gemm_signature};
+use crate::gemm_args::{coerce_gemm, evaluate, gemm_signature, gemm_table};
 
 /// Prices GEMM shapes against a database's measured table exactly as
 /// aiconfigurator v0.11.0's Python does (exact hit, own-site curve,
@@ -54,9 +54,7 @@ impl ScalarUDFImpl for GemmLatency {
             &self.tree,
             &args,
             |db, quant, options| {
-                let table = GemmTable::cached(&self.tree, &db.system, &db.backend, &db.version, quant, options.shared_layer)
-                    .map_err(|e| datafusion::common::DataFusionError::Execution(format!("{name}: {e}")))?;
-                Ok((table, options.on_miss))
+                Ok((gemm_table(name, &self.tree, db, quant, options)?, options.on_miss))
             },
             |(table, on_miss), m, n, k| match table.latency(m, n, k) {
                 Ok(ms) => Ok(Some(ms)),

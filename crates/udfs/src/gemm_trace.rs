@@ -9,15 +9,15 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue, plan_err};
+use datafusion::common::{DFSchema, Result, ScalarValue, plan_err};
 use datafusion::datasource::MemTable;
 use datafusion::logical_expr::Expr;
 
-use aicsql_tables::{DataTree, GemmTable, TraceStep};
+use aicsql_tables::{DataTree, TraceStep};
 
 use crate::config::AicOptions;
 use crate::database::resolve;
-use crate::gemm_args::{check_shape, quant};
+use crate::gemm_args::{check_shape, gemm_table, quant};
 
 const NAME: &str = "gemm_trace";
 
@@ -111,8 +111,7 @@ impl TableFunctionImpl for GemmTrace {
         let quant = quant(NAME, &q)?;
         let database = resolve(NAME, &self.tree, "gemm", &db, &options)?;
         check_shape(NAME, m, n, k)?;
-        let table = GemmTable::cached(&self.tree, &database.system, &database.backend, &database.version, quant, options.shared_layer)
-            .map_err(|e| DataFusionError::Execution(format!("{NAME}: {e}")))?;
+        let table = gemm_table(NAME, &self.tree, &database, quant, &options)?;
         let steps = table.trace(m, n, k);
         let batch = trace_batch(&schema, &database.name(), quant.name(), (m, n, k), &steps)?;
         Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))

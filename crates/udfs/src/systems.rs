@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use datafusion::common::{DataFusionError, Result};
 
-use aicsql_tables::{DataTree, SystemSpec, read_system_yaml};
+use aicsql_tables::{DataTree, SystemSpec, system_spec};
 
 /// Parsed `systems/<system>.yaml` files, keyed by system name.
 #[derive(Debug, Default)]
@@ -19,14 +19,7 @@ impl SystemSpecs {
         if let Some(spec) = self.specs.lock().map_err(|_| lock_err())?.get(system) {
             return Ok(Arc::clone(spec));
         }
-        let doc = tree.system_yamls().iter().find(|d| d.stem == system).ok_or_else(|| {
-            DataFusionError::Execution(format!("{function}: no systems/{system}.yaml in the mounted data"))
-        })?;
-        let spec = read_system_yaml(doc)
-            .map_err(|e| DataFusionError::Execution(format!("{function}: {e}")))?
-            .ok_or_else(|| {
-                DataFusionError::Execution(format!("{function}: {} does not describe a system", doc.path.display()))
-            })?;
+        let (spec, _) = system_spec(tree, system).map_err(|e| DataFusionError::Execution(format!("{function}: {e}")))?;
         let spec = Arc::new(spec);
         self.specs.lock().map_err(|_| lock_err())?.insert(system.to_string(), Arc::clone(&spec));
         Ok(spec)

@@ -14,14 +14,13 @@ mod resolve;
 mod sources;
 mod trace;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::discovery::DataTree;
 use crate::error::{Result, TablesError};
 use crate::quant::GemmQuant;
 use crate::sol::{GemmSol, MAX_GEMM_DIM};
-use crate::system::{SystemSpec, read_system_yaml};
+use crate::system::system_spec;
 
 use index::SiteIndex;
 use rank::Candidate;
@@ -263,15 +262,4 @@ fn unblended_candidates(index: &SiteIndex, m: i64, n: i64, k: i64) -> Vec<TraceS
 
 fn valid_shape(m: i64, n: i64, k: i64) -> bool {
     (0..=MAX_GEMM_DIM).contains(&m) && (1..=MAX_GEMM_DIM).contains(&n) && (1..=MAX_GEMM_DIM).contains(&k)
-}
-
-fn system_spec(tree: &DataTree, system: &str) -> Result<(SystemSpec, PathBuf)> {
-    let doc = tree
-        .system_yamls()
-        .iter()
-        .find(|d| d.stem == system)
-        .ok_or_else(|| TablesError::InvalidInput(format!("no systems/{system}.yaml in the mounted data")))?;
-    let spec = read_system_yaml(doc)?
-        .ok_or_else(|| TablesError::document(&doc.path, "not a system description (no `gpu:` section)"))?;
-    Ok((spec, doc.path.clone()))
 }
