@@ -1,10 +1,13 @@
 //! Reading function arguments without per-row allocation: strings of any of
 //! Arrow's three string types, and BIGINT columns or scalars.
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
-use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{Result, ScalarValue, exec_err};
-use datafusion::logical_expr::ColumnarValue;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::catalog::Session;
+use datafusion::common::{DFSchema, Result, ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::{ColumnarValue, Expr};
 
 /// A text argument: one value for the batch, or one per row.
 pub enum Text<'a> {
@@ -133,4 +136,17 @@ pub fn coerce(function: &str, arg_types: &[DataType], texts: usize, ints: usize)
             }
         })
         .collect()
+}
+
+/// Evaluates a constant argument of a table function (literals, casts,
+/// arithmetic on literals): table functions receive expressions, not values.
+pub fn constant(function: &str, session: &dyn Session, expr: &Expr, position: usize) -> Result<ScalarValue> {
+    let physical = session.create_physical_expr(expr.clone(), &DFSchema::empty())?;
+    let one_row = RecordBatchOptions::new().with_row_count(Some(1));
+    let batch = RecordBatch::try_new_with_options(Arc::new(Schema::empty()), vec![], &one_row)?;
+    match physical.evaluate(&batch)? {
+        ColumnarValue::Scalar(s) => Ok(s),
+        ColumnarValue::Array(a) if a.len() == 1 => ScalarValue::try_from_array(&a, 0),
+        _ => plan_err!("{function}: argument {position} must be a constant"),
+    }
 }

@@ -8,7 +8,7 @@
 use std::any::Any;
 use std::fmt;
 
-use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
+use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigOptions, ExtensionOptions};
 use datafusion::common::{Result, config_err};
 
 /// What a data miss (the spec raises) turns into.
@@ -57,6 +57,27 @@ const DESCRIPTIONS: [(&str, &str); 4] = [
     ("on_miss", "What a data miss returns: 'null' (default) or 'error'."),
     ("shared_layer", "Union a table with strictly older versions of the same backend, as the spec's SILICON mode does (default true); false reads the database's own file only."),
 ];
+
+impl AicOptions {
+    /// The session's `aic.*` settings: the registered extension, or entries
+    /// named `aic.*` in a foreign extension (datafusion-python carries a
+    /// library's settings across the FFI boundary as one string map, so they
+    /// arrive untyped and are checked here), or the defaults.
+    pub fn from_config(config: &ConfigOptions) -> Result<AicOptions> {
+        if let Some(local) = config.extensions.get::<AicOptions>() {
+            return Ok(local.clone());
+        }
+        let mut options = AicOptions::default();
+        for (_, extension) in config.extensions.iter() {
+            for entry in extension.entries() {
+                if let (Some(key), Some(value)) = (entry.key.strip_prefix("aic."), entry.value.as_deref()) {
+                    options.set(key, value)?;
+                }
+            }
+        }
+        Ok(options)
+    }
+}
 
 impl ConfigExtension for AicOptions {
     const PREFIX: &'static str = "aic";
@@ -139,5 +160,51 @@ mod tests {
         assert!(o.set("nope", "1").unwrap_err().to_string().contains("aic.on_miss"));
         let keys: Vec<String> = o.entries().into_iter().map(|e| e.key).collect();
         assert_eq!(keys, ["aic.backend", "aic.version", "aic.on_miss", "aic.shared_layer"]);
+    }
+
+    /// A foreign extension (how datafusion-python hands over settings)
+    /// holds full `aic.*` keys as strings; they are parsed and checked.
+    #[derive(Debug, Clone, Default)]
+    struct Foreign(Vec<(String, String)>);
+
+    impl ConfigExtension for Foreign {
+        const PREFIX: &'static str = "foreign";
+    }
+
+    impl ExtensionOptions for Foreign {
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+        fn as_any_mut(&mut self) -> &mut dyn Any {
+            self
+        }
+        fn cloned(&self) -> Box<dyn ExtensionOptions> {
+            Box::new(self.clone())
+        }
+        fn set(&mut self, key: &str, value: &str) -> Result<()> {
+            self.0.push((key.to_string(), value.to_string()));
+            Ok(())
+        }
+        fn entries(&self) -> Vec<ConfigEntry> {
+            self.0.iter().map(|(k, v)| ConfigEntry { key: k.clone(), value: Some(v.clone()), description: "" }).collect()
+        }
+    }
+
+    #[test]
+    fn settings_come_from_a_foreign_extension() {
+        let mut config = ConfigOptions::default();
+        assert_eq!(AicOptions::from_config(&config).expect("defaults"), AicOptions::default());
+        let mut foreign = Foreign::default();
+        foreign.set("aic.shared_layer", "false").expect("stored");
+        foreign.set("aic.backend", "vllm").expect("stored");
+        foreign.set("other.key", "x").expect("stored");
+        config.extensions.insert(foreign.clone());
+        let options = AicOptions::from_config(&config).expect("valid");
+        assert!(!options.shared_layer);
+        assert_eq!(options.backend, "vllm");
+        foreign.set("aic.on_miss", "zero").expect("stored");
+        config.extensions.insert(foreign);
+        let err = AicOptions::from_config(&config).unwrap_err().to_string();
+        assert!(err.contains("'null' or 'error'"), "{err}");
     }
 }

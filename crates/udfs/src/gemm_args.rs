@@ -31,8 +31,8 @@ pub(crate) fn coerce_gemm(function: &str, arg_types: &[DataType]) -> Result<Vec<
 }
 
 /// The session's `aic.*` settings (defaults when the extension is absent).
-pub(crate) fn options(args: &ScalarFunctionArgs) -> AicOptions {
-    args.config_options.extensions.get::<AicOptions>().cloned().unwrap_or_default()
+pub(crate) fn options(args: &ScalarFunctionArgs) -> Result<AicOptions> {
+    AicOptions::from_config(&args.config_options)
 }
 
 /// Rejects shapes the spec cannot price: m < 0, n < 1, k < 1 (m = 0 is
@@ -102,7 +102,7 @@ pub(crate) fn evaluate<R>(
     let [db, q, m, n, k] = args.args.as_slice() else {
         return exec_err!("{function} takes 5 arguments, got {}", args.args.len());
     };
-    let options = options(args);
+    let options = options(args)?;
     let (db, q) = (Text::new(function, 1, db)?, Text::new(function, 2, q)?);
     let (m, n, k) = (Int::new(function, 3, m)?, Int::new(function, 4, n)?, Int::new(function, 5, k)?);
     let mut resolved = Resolved { entries: Vec::new(), last: 0 };

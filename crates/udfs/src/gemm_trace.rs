@@ -8,18 +8,18 @@ use datafusion::arrow::array::{
     ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::{DFSchema, Result, ScalarValue, plan_err};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::datasource::MemTable;
-use datafusion::logical_expr::Expr;
 
 use aicsql_tables::{DataTree, TraceStep};
 
+use crate::args::constant;
 use crate::config::AicOptions;
 use crate::database::resolve;
 use crate::gemm_args::{check_shape, gemm_table, quant};
 
-const NAME: &str = "gemm_trace";
+pub const NAME: &str = "gemm_trace";
 
 /// Table function `gemm_trace`.
 #[derive(Debug)]
@@ -58,22 +58,6 @@ impl GemmTrace {
     }
 }
 
-/// Evaluates a constant argument (literals, casts, arithmetic on literals).
-fn constant(session: &dyn Session, expr: &Expr, position: usize) -> Result<ScalarValue> {
-    let physical = session.create_physical_expr(expr.clone(), &DFSchema::empty())?;
-    let batch = RecordBatch::new_empty(Arc::new(Schema::empty()));
-    let batch = RecordBatch::try_new_with_options(
-        batch.schema(),
-        vec![],
-        &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
-    )?;
-    match physical.evaluate(&batch)? {
-        datafusion::logical_expr::ColumnarValue::Scalar(s) => Ok(s),
-        datafusion::logical_expr::ColumnarValue::Array(a) if a.len() == 1 => ScalarValue::try_from_array(&a, 0),
-        _ => plan_err!("{NAME}: argument {position} must be a constant"),
-    }
-}
-
 fn text(value: &ScalarValue, position: usize) -> Result<Option<String>> {
     match value {
         ScalarValue::Utf8(v) | ScalarValue::LargeUtf8(v) | ScalarValue::Utf8View(v) => Ok(v.clone()),
@@ -100,8 +84,8 @@ impl TableFunctionImpl for GemmTrace {
         }
         let session = args.session();
         let values: Vec<ScalarValue> =
-            exprs.iter().enumerate().map(|(i, e)| constant(session, e, i + 1)).collect::<Result<_>>()?;
-        let options = session.config().options().extensions.get::<AicOptions>().cloned().unwrap_or_default();
+            exprs.iter().enumerate().map(|(i, e)| constant(NAME, session, e, i + 1)).collect::<Result<_>>()?;
+        let options = AicOptions::from_config(session.config().options())?;
         let schema = Self::schema();
         let (db, q, m, n, k) = (text(&values[0], 1)?, text(&values[1], 2)?, int(&values[2], 3)?, int(&values[3], 4)?, int(&values[4], 5)?);
         let (Some(db), Some(q), Some(m), Some(n), Some(k)) = (db, q, m, n, k) else {

@@ -14,6 +14,7 @@ pub mod systems;
 
 use std::sync::Arc;
 
+use datafusion::catalog::TableFunctionImpl;
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::{DocSection, ScalarUDF};
 
@@ -68,9 +69,16 @@ pub fn scalar_functions(tree: &Arc<DataTree>) -> Vec<ScalarUDF> {
 }
 
 /// Registers every aicsql function on `ctx`.
+/// The aicsql table functions, by the name they are registered under.
+pub fn table_functions(tree: &Arc<DataTree>) -> Vec<(&'static str, Arc<dyn TableFunctionImpl>)> {
+    vec![(gemm_trace::NAME, Arc::new(GemmTrace::new(Arc::clone(tree))))]
+}
+
 pub fn register_all(ctx: &SessionContext, tree: &Arc<DataTree>) {
     for udf in scalar_functions(tree) {
         ctx.register_udf(udf);
     }
-    ctx.register_udtf("gemm_trace", Arc::new(GemmTrace::new(Arc::clone(tree))));
+    for (name, function) in table_functions(tree) {
+        ctx.register_udtf(name, function);
+    }
 }

@@ -1,0 +1,47 @@
+"""aicsql.spec -- the Python path: a small, readable, pure-Python restatement of
+the spec (aiconfigurator v0.11.0's GEMM estimator, see ENGINE_STEP_SPEC.md
+sections 3, 4, 5.2, 7.2, 8.1 and 11), written independently of the Rust path
+so that the two can check each other bit for bit.
+
+Entry points (see `functions`): `gemm_latency_batch` and `gemm_trace_table`
+(called by the Rust bridge with the session's settings), `gemm_latency`,
+`gemm_trace` and `gemm_sol` (plain Python).
+"""
+
+from .data import Database, DataTree, data_dirs, open_tree
+from .functions import (
+    MAX_GEMM_DIM,
+    TRACE_SCHEMA,
+    gemm_latency,
+    gemm_latency_batch,
+    gemm_sol,
+    gemm_trace,
+    gemm_trace_table,
+)
+from .gemm import GemmMiss, GemmSlice, GemmTable, gemm_sources, load_table
+from .pep440 import Version
+from .sol import GEMM_QUANTS, QuantMode, SystemSpec, gemm_quant
+
+__all__ = [
+    "Database",
+    "DataTree",
+    "GEMM_QUANTS",
+    "GemmMiss",
+    "GemmSlice",
+    "GemmTable",
+    "MAX_GEMM_DIM",
+    "QuantMode",
+    "SystemSpec",
+    "TRACE_SCHEMA",
+    "Version",
+    "data_dirs",
+    "gemm_latency",
+    "gemm_latency_batch",
+    "gemm_quant",
+    "gemm_sol",
+    "gemm_sources",
+    "gemm_trace",
+    "gemm_trace_table",
+    "load_table",
+    "open_tree",
+]

@@ -1,0 +1,100 @@
+//! `aicsql._internal`: the Rust functions and the `aic` catalog handed to
+//! datafusion-python through DataFusion's FFI (PyCapsules), plus the bridge
+//! that lets the pure-Python spec path (`aicsql.spec`) run as SQL functions
+//! that see the session's `aic.*` settings.
+//!
+//! Nothing here computes a number: the estimators live in `aicsql-udfs` and
+//! `aicsql-tables`, the Python path in `aicsql/spec`.
+
+mod capsules;
+mod python_scalar;
+mod python_table;
+mod runtime;
+mod settings;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use aicsql_catalog::AicCatalog;
+use aicsql_tables::DataTree;
+use datafusion::logical_expr::ScalarUDF;
+
+use crate::capsules::{Catalog, ScalarFunction, TableFunction};
+use crate::python_scalar::PythonScalar;
+use crate::python_table::PythonTable;
+use crate::settings::Settings;
+
+/// One mounted data tree and the functions and catalog built over it.
+#[pyclass(frozen, module = "aicsql._internal")]
+struct Library {
+    tree: Arc<DataTree>,
+}
+
+#[pymethods]
+impl Library {
+    #[new]
+    fn new(data_dirs: Vec<PathBuf>) -> PyResult<Self> {
+        let tree = DataTree::open(&data_dirs).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(Self { tree: Arc::new(tree) })
+    }
+
+    /// The mounted data roots, as directories.
+    fn roots(&self) -> Vec<PathBuf> {
+        self.tree.roots().iter().map(|r| r.dir.clone()).collect()
+    }
+
+    fn scalar_functions(&self) -> Vec<ScalarFunction> {
+        aicsql_udfs::scalar_functions(&self.tree).into_iter().map(|udf| ScalarFunction::new(Arc::new(udf))).collect()
+    }
+
+    fn table_functions(&self) -> Vec<(String, TableFunction)> {
+        aicsql_udfs::table_functions(&self.tree)
+            .into_iter()
+            .map(|(name, function)| (name.to_string(), TableFunction::new(function)))
+            .collect()
+    }
+
+    fn catalog(&self) -> Catalog {
+        Catalog::new(Arc::new(AicCatalog::new(Arc::clone(&self.tree))))
+    }
+
+    /// A scalar function `name` computed by the Python callable `func`, with
+    /// the signature and return type of the Rust function `like`:
+    /// `func(settings: dict[str, str], *arrays: pyarrow.Array) -> pyarrow.Array`.
+    fn python_scalar(&self, name: &str, like: &str, func: Py<PyAny>) -> PyResult<ScalarFunction> {
+        let like = aicsql_udfs::scalar_functions(&self.tree)
+            .into_iter()
+            .find(|udf| udf.name() == like)
+            .ok_or_else(|| PyValueError::new_err(format!("no Rust scalar function named '{like}'")))?;
+        let udf = ScalarUDF::new_from_impl(PythonScalar::new(name, like, func));
+        Ok(ScalarFunction::new(Arc::new(udf)))
+    }
+
+    /// A table function `name` computed by the Python callable `func`, with
+    /// the output columns of the Rust table function `like`:
+    /// `func(settings: dict[str, str], *args) -> pyarrow.RecordBatch`.
+    fn python_table_function(&self, name: &str, like: &str, func: Py<PyAny>) -> PyResult<TableFunction> {
+        let schema = match like {
+            aicsql_udfs::gemm_trace::NAME => aicsql_udfs::GemmTrace::schema(),
+            other => return Err(PyValueError::new_err(format!("no Rust table function named '{other}'"))),
+        };
+        Ok(TableFunction::new(Arc::new(PythonTable::new(name, schema, func))))
+    }
+}
+
+#[pymodule]
+fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The DataFusion major this module was built against; the package
+    // refuses to import next to a datafusion wheel of another major.
+    m.add("DATAFUSION_MAJOR", datafusion_ffi::version())?;
+    m.add_class::<Library>()?;
+    m.add_class::<Settings>()?;
+    m.add_class::<ScalarFunction>()?;
+    m.add_class::<TableFunction>()?;
+    m.add_class::<Catalog>()?;
+    Ok(())
+}
