@@ -1,0 +1,146 @@
+"""aicsql inside datafusion-python: both paths as SQL, the settings, the
+catalog, and the guards of the FFI boundary."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import datafusion
+import pyarrow.parquet as pq
+import pytest
+from datafusion import SessionContext
+
+import aicsql
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO.parent / "shared" / "goldens")
+SEED_DB = "h200_sxm/vllm/0.19.0"
+# The spec's numbers for the seed case (fp8_block, n=1280, k=5120), ms.
+SEED = {1: 0.021895413193058825, 4: 0.020520365862156952, 32: 0.020907013733453883, 416: 0.02634752182721208}
+
+
+@pytest.fixture()
+def ctx():
+    return aicsql.context()
+
+
+def rows(ctx, sql):
+    return ctx.sql(sql).to_arrow_table().to_pylist()
+
+
+@pytest.mark.parametrize("shared_layer", ["true", "false"])
+def test_seed_case_on_both_paths(ctx, shared_layer):
+    ctx.sql(f"SET aic.shared_layer = {shared_layer}").collect()
+    got = rows(
+        ctx,
+        f"""SELECT m, gemm_latency('{SEED_DB}', 'fp8_block', m, 1280, 5120) AS rust,
+                      py_gemm_latency('{SEED_DB}', 'fp8_block', m, 1280, 5120) AS py
+            FROM (VALUES (1), (4), (32), (416)) AS t(m) ORDER BY m""",
+    )
+    assert [(r["m"], r["rust"], r["py"]) for r in got] == [(m, v, v) for m, v in SEED.items()]
+
+
+def test_traces_agree_row_for_row_on_the_seed_case(ctx):
+    for m in SEED:
+        rust = ctx.sql(f"SELECT * FROM gemm_trace('{SEED_DB}', 'fp8_block', {m}, 1280, 5120)").to_arrow_table()
+        py = ctx.sql(f"SELECT * FROM py_gemm_trace('{SEED_DB}', 'fp8_block', {m}, 1280, 5120)").to_arrow_table()
+        assert rust.num_rows > 4
+        assert rust.to_pylist() == py.to_pylist()
+    selected = rows(
+        ctx,
+        f"""SELECT site_n, site_k FROM gemm_trace('{SEED_DB}', 'fp8_block', 32, 1280, 5120)
+            WHERE stage = 'transfer' AND selected ORDER BY rank""",
+    )
+    assert [(r["site_n"], r["site_k"]) for r in selected] == [(1536, 5120), (1024, 5120), (1536, 6144), (1536, 4096)]
+
+
+def test_shared_layer_setting_switches_both_paths(ctx):
+    goldens = pq.read_table(GOLDENS / "gemm_goldens.parquet").to_pylist()
+    # A query whose spec answer depends on the shared layer (taken from the goldens).
+    row = next(
+        r for r in goldens
+        if r["latency_ms"] is not None and r["latency_ms_shared"] is not None and r["latency_ms"] != r["latency_ms_shared"]
+    )
+    db = f"{row['system']}/{row['backend']}/{row['version']}"
+    sql = f"SELECT gemm_latency('{db}', '{row['quant']}', {row['m']}, {row['n']}, {row['k']}) AS rust, " \
+          f"py_gemm_latency('{db}', '{row['quant']}', {row['m']}, {row['n']}, {row['k']}) AS py"
+    on = rows(ctx, sql)[0]
+    ctx.sql("SET aic.shared_layer = false").collect()
+    off = rows(ctx, sql)[0]
+    assert on == {"rust": row["latency_ms_shared"], "py": row["latency_ms_shared"]}
+    assert off == {"rust": row["latency_ms"], "py": row["latency_ms"]}
+
+
+def test_every_golden_row_through_sql_on_the_python_path(ctx):
+    """py_gemm_latency in SQL (the bridge, the settings, the arrays) equals
+    the spec on the whole golden file, in both modes; so does the Rust path."""
+    ctx.register_parquet("goldens", str(GOLDENS / "gemm_goldens.parquet"))
+    query = """SELECT count(*) AS total,
+                      sum(CASE WHEN py IS NOT DISTINCT FROM expected THEN 1 ELSE 0 END) AS py_equal,
+                      sum(CASE WHEN rust IS NOT DISTINCT FROM expected THEN 1 ELSE 0 END) AS rust_equal,
+                      sum(CASE WHEN expected IS NULL THEN 1 ELSE 0 END) AS misses
+               FROM (SELECT {column} AS expected,
+                            py_gemm_latency(system || '/' || backend || '/' || version, quant, m, n, k) AS py,
+                            gemm_latency(system || '/' || backend || '/' || version, quant, m, n, k) AS rust
+                     FROM goldens)"""
+    shared = rows(ctx, query.format(column="latency_ms_shared"))[0]
+    ctx.sql("SET aic.shared_layer = false").collect()
+    own = rows(ctx, query.format(column="latency_ms"))[0]
+    for result in (shared, own):
+        assert result["total"] == 15105
+        assert result["py_equal"] == result["total"] and result["rust_equal"] == result["total"]
+    assert (own["misses"], shared["misses"]) == (942, 710)
+
+
+def test_settings_are_checked_where_they_are_read(ctx):
+    ctx.sql("SET aic.on_miss = 'zero'").collect()
+    with pytest.raises(Exception, match="aic.on_miss must be 'null' or 'error', not 'zero'"):
+        ctx.sql(f"SELECT gemm_latency('{SEED_DB}', 'fp8_block', 1, 1280, 5120)").collect()
+    listed = rows(ctx, "SELECT name FROM information_schema.df_settings WHERE name LIKE 'aic.%' ORDER BY name")
+    assert [r["name"] for r in listed] == ["aic.backend", "aic.on_miss", "aic.shared_layer", "aic.version"]
+
+
+def test_on_miss_error_names_the_miss_on_both_paths(ctx):
+    ctx.sql("SET aic.on_miss = 'error'").collect()
+    for function in ("gemm_latency", "py_gemm_latency"):
+        with pytest.raises(Exception, match="nvfp4"):
+            ctx.sql(f"SELECT {function}('{SEED_DB}', 'nvfp4', 1, 1280, 5120)").collect()
+
+
+def test_bad_input_names_the_value_on_both_paths(ctx):
+    for function in ("gemm_latency", "py_gemm_latency"):
+        with pytest.raises(Exception, match="fp9"):
+            ctx.sql(f"SELECT {function}('{SEED_DB}', 'fp9', 1, 1280, 5120)").collect()
+        with pytest.raises(Exception, match="-3"):
+            ctx.sql(f"SELECT {function}('{SEED_DB}', 'fp8', -3, 1280, 5120)").collect()
+        assert rows(ctx, f"SELECT {function}('{SEED_DB}', 'fp8', NULL, 1280, 5120) AS v") == [{"v": None}]
+
+
+def test_catalog_and_sol(ctx):
+    count = rows(ctx, "SELECT count(*) AS c FROM aic.perf.gemm WHERE system = 'h200_sxm' AND backend = 'vllm' AND version = '0.19.0'")
+    assert count == [{"c": 101004}]
+    systems = rows(ctx, "SELECT mem_bw FROM aic.meta.systems WHERE system = 'h200_sxm'")
+    assert systems == [{"mem_bw": 4.8e12}]
+    sol = rows(ctx, f"SELECT gemm_sol('{SEED_DB}', 'fp8_block', 32, 1280, 5120) AS v")[0]["v"]
+    assert 0 < sol < SEED[32]
+
+
+def test_register_on_a_plain_session_gives_functions_but_no_settings():
+    plain = SessionContext()
+    aicsql.register(plain)
+    got = plain.sql(f"SELECT gemm_latency('{SEED_DB}', 'fp8_block', 32, 1280, 5120) AS v").to_arrow_table().to_pylist()
+    assert got == [{"v": SEED[32]}]
+    with pytest.raises(Exception, match="aic"):
+        plain.sql("SET aic.shared_layer = false").collect()
+
+
+def test_missing_data_directory_is_named():
+    with pytest.raises(FileNotFoundError, match="/nonexistent/aicsql"):
+        aicsql.context(data="/nonexistent/aicsql")
+
+
+def test_other_datafusion_major_is_refused(monkeypatch):
+    monkeypatch.setattr(datafusion, "__version__", "54.1.0")
+    with pytest.raises(ImportError, match="datafusion 55.x"):
+        aicsql._check_datafusion()
