@@ -3,15 +3,22 @@
 //! constants and model configs, and the estimators over them. No DataFusion
 //! here; the catalog and the SQL functions are thin adapters over this crate.
 
+mod columns;
 pub mod discovery;
 pub mod error;
 pub mod gemm;
+pub mod grid;
+pub mod kernels;
 pub mod model;
+pub mod modes;
+pub mod op_sol;
 mod parquet_io;
 pub mod pep440;
 pub mod pymath;
 pub mod quant;
 pub mod sol;
+pub mod sources;
+pub mod step;
 pub mod support_matrix;
 pub mod system;
 #[cfg(test)]
@@ -26,3 +33,7 @@ pub use pep440::Version;
 pub use quant::GemmQuant;
 pub use sol::{GemmSol, MAX_GEMM_DIM};
 pub use system::{Num, SystemSpec, read_system_yaml, system_spec};
+pub use step::{
+    Lookup, OpKind, OpRow, Phase, Quants, RowKind, StepError, StepModel, StepQuery, StepReport, StepShape, engine_step,
+    step_latency,
+};

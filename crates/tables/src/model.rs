@@ -40,6 +40,17 @@ pub struct ModelConfig {
     /// `quantization_config.quant_method`, else the companion
     /// `_hf_quant_config.json`'s `quantization.quant_algo` (lower-cased).
     pub quant_method: Option<String>,
+    /// `quantization_config.quant_algo` (lower-cased), which some
+    /// checkpoints write instead of `quant_method`.
+    pub quant_algo: Option<String>,
+    /// `quantization_config.weight_block_size` is a non-empty list (block-scaled fp8).
+    pub weight_block_size: bool,
+    /// Activations are quantised dynamically: `activation_scheme: dynamic`,
+    /// or a `config_groups` entry whose `input_activations.dynamic` is true.
+    pub dynamic_activations: bool,
+    /// The KV-cache quant algo (lower-cased): `quantization_config.kv_cache_scheme`
+    /// / `kv_cache_quant_algo`, else the companion's `quantization.kv_cache_quant_algo`.
+    pub kv_cache_quant_algo: Option<String>,
     pub use_qk_norm: bool,
     pub path: PathBuf,
 }
@@ -97,13 +108,34 @@ pub fn read_model_config(doc: &DocFile) -> Result<ModelConfig> {
         .and_then(|q| q.get("quant_method"))
         .and_then(Value::as_str)
         .map(str::to_string);
+    let qc = get("quantization_config");
+    let lower = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_ascii_lowercase);
+    let quant_algo = lower(qc.and_then(|q| q.get("quant_algo")));
+    let weight_block_size =
+        qc.and_then(|q| q.get("weight_block_size")).and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+    let dynamic_group = qc
+        .and_then(|q| q.get("config_groups"))
+        .and_then(Value::as_object)
+        .is_some_and(|groups| {
+            groups.values().any(|g| {
+                g.get("input_activations").and_then(|a| a.get("dynamic")).and_then(Value::as_bool) == Some(true)
+            })
+        });
+    let dynamic_activations =
+        lower(qc.and_then(|q| q.get("activation_scheme"))).as_deref() == Some("dynamic") || dynamic_group;
+    let mut kv_cache_quant_algo = lower(qc.and_then(|q| q.get("kv_cache_scheme")))
+        .or_else(|| lower(qc.and_then(|q| q.get("kv_cache_quant_algo"))));
     let companion = doc.path.with_file_name(format!("{base}_hf_quant_config.json"));
     if companion.is_file() {
         let hf = read_json(&companion)?;
-        if let Some(algo) = hf.get("quantization").and_then(|q| q.get("quant_algo")).and_then(Value::as_str) {
-            if quant_method.is_none() || quant_method.as_deref() == Some("modelopt") {
-                quant_method = Some(algo.to_ascii_lowercase());
-            }
+        let section = hf.get("quantization");
+        if let Some(algo) = section.and_then(|q| q.get("quant_algo")).and_then(Value::as_str)
+            && (quant_method.is_none() || quant_method.as_deref() == Some("modelopt"))
+        {
+            quant_method = Some(algo.to_ascii_lowercase());
+        }
+        if kv_cache_quant_algo.is_none() {
+            kv_cache_quant_algo = lower(section.and_then(|q| q.get("kv_cache_quant_algo")));
         }
     }
     let family = architecture.as_deref().and_then(family_of);
@@ -126,6 +158,10 @@ pub fn read_model_config(doc: &DocFile) -> Result<ModelConfig> {
         num_experts_per_tok,
         moe_intermediate_size,
         quant_method,
+        quant_algo,
+        weight_block_size,
+        dynamic_activations,
+        kv_cache_quant_algo,
         use_qk_norm,
         path: doc.path.clone(),
     })

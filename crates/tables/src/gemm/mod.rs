@@ -142,6 +142,21 @@ impl GemmTable {
         steps
     }
 
+    /// The spec's name for the path a query takes (the goldens'
+    /// `interp_path`): `exact_hit`, `own_site_curve_interpolation`,
+    /// `own_site_curve_util_hold` or `site_transfer`. `None` when the query
+    /// cannot reach the resolver (no data for the quant, invalid shape).
+    pub fn interp_path(&self, m: i64, n: i64, k: i64) -> Option<&'static str> {
+        let index = self.index.as_ref().filter(|_| valid_shape(m, n, k))?;
+        let Some(id) = index.find_site(n, k) else { return Some("site_transfer") };
+        let m_list = index.sites[id].m_list;
+        Some(match index.locate(m_list, m) {
+            Ok(_) => "exact_hit",
+            Err(i) if i == 0 || i == index.m_lists[m_list].len() => "own_site_curve_util_hold",
+            Err(_) => "own_site_curve_interpolation",
+        })
+    }
+
     fn resolve<T: Tracer>(&self, m: i64, n: i64, k: i64, tracer: &mut T) -> Result<f64, GemmMiss> {
         if !valid_shape(m, n, k) {
             return Err(GemmMiss::InvalidShape);

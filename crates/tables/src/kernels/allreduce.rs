@@ -1,0 +1,114 @@
+//! Custom all-reduce: `[half][num_gpus]["AUTO"][message_size]` (spec 4.4,
+//! 8.4). Eager-mode rows are dropped (except on b60), the dtype column is
+//! ignored (every row is filed under `half`, first-wins), and only the
+//! database's own file counts. `message_size` is an element count.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::columns::{Col, scan};
+use crate::discovery::DataTree;
+use crate::error::Result;
+use crate::grid::{Grid, GridConfig, GridPath};
+use crate::kernels::{KernelMiss, cache, system_constants};
+use crate::op_sol::OpSol;
+use crate::sources::{CUSTOM_ALLREDUCE_FILE, TableSource, plan};
+
+/// The system whose eager-mode rows are kept.
+const KEEPS_EAGER_ROWS: &str = "b60";
+
+/// The custom all-reduce table of one database.
+#[derive(Debug)]
+pub struct AllReduceTable {
+    db: String,
+    sources: Vec<TableSource>,
+    by_gpus: HashMap<i64, Grid<1>>,
+    sol: OpSol,
+}
+
+const COLUMNS: [Col; 6] = [
+    Col::int("num_gpus"),
+    Col::int("message_size"),
+    Col::float("latency"),
+    Col::text("kernel_source").optional(),
+    Col::text("backend").optional(),
+    Col::text("implementation").optional(),
+];
+
+impl AllReduceTable {
+    /// Loads the own file only: communication tables take no part in the
+    /// shared-layer union (spec 4.2).
+    pub fn load(tree: &DataTree, system: &str, backend: &str, version: &str) -> Result<Self> {
+        let mut sources = plan(tree, &CUSTOM_ALLREDUCE_FILE, system, backend, version, false)?;
+        let (_, sol, _) = system_constants(tree, system)?;
+        let keep_eager = system == KEEPS_EAGER_ROWS;
+        let mut by_gpus: HashMap<i64, Grid<1>> = HashMap::new();
+        for source in &mut sources {
+            let mut added = 0usize;
+            scan(tree, &source.path, &COLUMNS, |rows| {
+                for i in 0..rows.len() {
+                    let mut eager = false;
+                    for c in [3, 4, 5] {
+                        eager |= rows.text(c, i)?.is_some_and(|v| v.ends_with("_eager"));
+                    }
+                    if eager && !keep_eager {
+                        continue;
+                    }
+                    let (gpus, size, latency) = (rows.req_int(0, i)?, rows.req_int(1, i)?, rows.req_float(2, i)?);
+                    if by_gpus.entry(gpus).or_default().insert([size], latency) {
+                        added += 1;
+                    }
+                }
+                Ok(())
+            })?;
+            source.new_keys = added;
+        }
+        Ok(AllReduceTable { db: format!("{system}/{backend}/{version}"), sources, by_gpus, sol })
+    }
+
+    /// The process-wide shared table, loaded on first use.
+    pub fn cached(tree: &DataTree, system: &str, backend: &str, version: &str) -> Result<Arc<Self>> {
+        cache::get(tree, "custom_allreduce", (system, backend, version), false, || {
+            Self::load(tree, system, backend, version)
+        })
+    }
+
+    pub fn sources(&self) -> &[TableSource] {
+        &self.sources
+    }
+
+    pub fn db(&self) -> &str {
+        &self.db
+    }
+
+    /// Whether the op routes to NCCL instead (72 GPUs per node and tp > 4).
+    pub fn uses_nccl(&self, tp: i64) -> bool {
+        self.sol.gpus_per_node() == 72 && tp > 4
+    }
+
+    /// `query_custom_allreduce(half, tp, size)` for `tp > 1` and a system
+    /// where the custom kernel serves (see [`uses_nccl`](Self::uses_nccl)):
+    /// the grid over message size in the `min(tp, gpus_per_node)` slice,
+    /// scaled across nodes when `tp` exceeds a node.
+    pub fn query(&self, tp: i64, size: i64) -> Result<(f64, GridPath), KernelMiss> {
+        let per_node = self.sol.gpus_per_node();
+        let tp_eff = tp.min(per_node);
+        let grid = self.by_gpus.get(&tp_eff).filter(|g| !g.is_empty()).ok_or_else(|| {
+            KernelMiss::new(&self.db, CUSTOM_ALLREDUCE_FILE.file, format!("no data for num_gpus={tp_eff}"))
+        })?;
+        let sol = &self.sol;
+        let sol_at = |c: &[i64; 1]| sol.custom_allreduce(tp_eff, c[0]);
+        let (latency, path) = grid.resolve([size], GridConfig::RAW, &sol_at).map_err(|m| {
+            KernelMiss::grid(&self.db, CUSTOM_ALLREDUCE_FILE.file, m, &format!("{{'message_bytes': {size}}}"))
+        })?;
+        if tp <= per_node {
+            return Ok((latency, path));
+        }
+        // (tp-1)/tp * G/(G-1) * bw(G)/bw(tp), each ratio as Python divides it.
+        let g = per_node;
+        let ratio = |a: crate::system::Num, b: crate::system::Num| crate::pymath::py_true_div(a, b).unwrap_or(f64::NAN);
+        let int = |v: i64| crate::system::Num::Int(i128::from(v));
+        let factor = ratio(int(tp - 1), int(tp)) * ratio(int(g), int(g - 1)) * ratio(sol.bw(g), sol.bw(tp));
+        Ok((latency * factor, path))
+    }
+}

@@ -1,0 +1,223 @@
+//! Fused MoE experts: `[moe_dtype][distribution][topk][num_experts]
+//! [hidden_size][inter_size][moe_tp][moe_ep]` slices, each a raw grid over
+//! num_tokens (spec 4.4, 10.3). Rows of the `moe_torch_flow_min_latency`
+//! kernel form a separate low-latency table. No SOL clamp.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::columns::{Col, scan};
+use crate::discovery::DataTree;
+use crate::error::Result;
+use crate::grid::{Grid, GridConfig, GridPath};
+use crate::kernels::{KernelMiss, cache, system_constants};
+use crate::modes::MoeQuant;
+use crate::op_sol::OpSol;
+use crate::sources::{MOE_FILE, TableSource, plan};
+
+const LOW_LATENCY_KERNEL: &str = "moe_torch_flow_min_latency";
+/// The distribution a query falls back to when the model's is absent.
+const FALLBACK_DISTRIBUTION: &str = "uniform";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Slice {
+    /// Interned `moe_dtype` and `distribution` names.
+    dtype: u16,
+    distribution: u16,
+    topk: i64,
+    experts: i64,
+    hidden: i64,
+    inter: i64,
+    moe_tp: i64,
+    moe_ep: i64,
+}
+
+/// One kernel's table (the default one or the low-latency one).
+#[derive(Debug, Default)]
+struct Kernel {
+    slices: HashMap<Slice, Grid<1>>,
+    /// `(dtype, distribution)` pairs present.
+    distributions: Vec<(u16, u16)>,
+}
+
+/// The MoE table of one database.
+#[derive(Debug)]
+pub struct MoeTable {
+    db: String,
+    sources: Vec<TableSource>,
+    names: Vec<String>,
+    default: Kernel,
+    low_latency: Kernel,
+    sol: OpSol,
+}
+
+/// One `query_moe(...)` call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MoeQuery<'a> {
+    pub num_tokens: i64,
+    pub hidden: i64,
+    pub inter: i64,
+    pub topk: i64,
+    pub experts: i64,
+    pub moe_tp: i64,
+    pub moe_ep: i64,
+    pub quant: MoeQuant,
+    pub distribution: &'a str,
+    pub gated: bool,
+    /// Use the low-latency kernel's table (trtllm nvfp4, few tokens).
+    pub low_latency: bool,
+}
+
+const COLUMNS: [Col; 11] = [
+    Col::text("moe_dtype"),
+    Col::int("num_tokens"),
+    Col::int("hidden_size"),
+    Col::int("inter_size"),
+    Col::int("topk"),
+    Col::int("num_experts"),
+    Col::int("moe_tp_size"),
+    Col::int("moe_ep_size"),
+    Col::text("distribution"),
+    Col::text("kernel_source").optional(),
+    Col::float("latency"),
+];
+
+fn intern(names: &mut Vec<String>, name: &str) -> u16 {
+    match names.iter().position(|n| n == name) {
+        Some(i) => i as u16,
+        None => {
+            names.push(name.to_string());
+            (names.len() - 1) as u16
+        }
+    }
+}
+
+impl MoeTable {
+    pub fn load(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Self> {
+        let mut sources = plan(tree, &MOE_FILE, system, backend, version, shared_layer)?;
+        let (_, sol, _) = system_constants(tree, system)?;
+        let mut names: Vec<String> = Vec::new();
+        let (mut default, mut low_latency) = (Kernel::default(), Kernel::default());
+        for source in &mut sources {
+            let mut added = 0usize;
+            scan(tree, &source.path, &COLUMNS, |rows| {
+                for i in 0..rows.len() {
+                    if names.len() >= usize::from(u16::MAX) {
+                        return Err(rows.error(i, "too many distinct moe_dtype / distribution names"));
+                    }
+                    let dtype = intern(&mut names, rows.req_text(0, i)?);
+                    let distribution = intern(&mut names, rows.req_text(8, i)?);
+                    let slice = Slice {
+                        dtype,
+                        distribution,
+                        topk: rows.req_int(4, i)?,
+                        experts: rows.req_int(5, i)?,
+                        hidden: rows.req_int(2, i)?,
+                        inter: rows.req_int(3, i)?,
+                        moe_tp: rows.req_int(6, i)?,
+                        moe_ep: rows.req_int(7, i)?,
+                    };
+                    let kernel =
+                        if rows.text(9, i)? == Some(LOW_LATENCY_KERNEL) { &mut low_latency } else { &mut default };
+                    if !kernel.distributions.contains(&(dtype, distribution)) {
+                        kernel.distributions.push((dtype, distribution));
+                    }
+                    let (tokens, latency) = (rows.req_int(1, i)?, rows.req_float(10, i)?);
+                    if kernel.slices.entry(slice).or_default().insert([tokens], latency) {
+                        added += 1;
+                    }
+                }
+                Ok(())
+            })?;
+            source.new_keys = added;
+        }
+        Ok(MoeTable { db: format!("{system}/{backend}/{version}"), sources, names, default, low_latency, sol })
+    }
+
+    /// The process-wide shared table, loaded on first use.
+    pub fn cached(
+        tree: &DataTree,
+        system: &str,
+        backend: &str,
+        version: &str,
+        shared_layer: bool,
+    ) -> Result<Arc<Self>> {
+        cache::get(tree, "moe", (system, backend, version), shared_layer, || {
+            Self::load(tree, system, backend, version, shared_layer)
+        })
+    }
+
+    pub fn sources(&self) -> &[TableSource] {
+        &self.sources
+    }
+
+    pub fn db(&self) -> &str {
+        &self.db
+    }
+
+    fn id(&self, name: &str) -> Option<u16> {
+        self.names.iter().position(|n| n == name).map(|i| i as u16)
+    }
+
+    /// Whether the low-latency kernel has any slice for `quant`.
+    pub fn has_low_latency(&self, quant: MoeQuant) -> bool {
+        self.id(quant.name()).is_some_and(|d| self.low_latency.distributions.iter().any(|&(q, _)| q == d))
+    }
+
+    /// The latency of the fused experts for `q.num_tokens` tokens.
+    pub fn query(&self, q: &MoeQuery) -> Result<(f64, GridPath), KernelMiss> {
+        let miss = |reason: String| KernelMiss::new(&self.db, MOE_FILE.file, reason);
+        let kernel = if q.low_latency { &self.low_latency } else { &self.default };
+        let describe = || {
+            format!(
+                "quant={}, distribution={}, topk={}, num_experts={}, hidden_size={}, inter_size={}, \
+                 moe_tp_size={}, moe_ep_size={}",
+                q.quant, q.distribution, q.topk, q.experts, q.hidden, q.inter, q.moe_tp, q.moe_ep
+            )
+        };
+        let dtype = self.id(q.quant.name()).ok_or_else(|| miss(format!("no data for {}", describe())))?;
+        // The model's distribution if the quant has it, else "uniform".
+        let distribution = self
+            .id(q.distribution)
+            .filter(|&d| kernel.distributions.contains(&(dtype, d)))
+            .or_else(|| self.id(FALLBACK_DISTRIBUTION).filter(|&d| kernel.distributions.contains(&(dtype, d))))
+            .ok_or_else(|| miss(format!("no data for {}", describe())))?;
+        let slice = Slice {
+            dtype,
+            distribution,
+            topk: q.topk,
+            experts: q.experts,
+            hidden: q.hidden,
+            inter: q.inter,
+            moe_tp: q.moe_tp,
+            moe_ep: q.moe_ep,
+        };
+        let grid = kernel.slices.get(&slice).ok_or_else(|| miss(format!("no data for {}", describe())))?;
+        if let [only] = grid.outer_keys()
+            && *only > q.num_tokens
+        {
+            return Err(miss(format!(
+                "only num_tokens={only} collected, above the query's {} ({})",
+                q.num_tokens,
+                describe()
+            )));
+        }
+        let sol = &self.sol;
+        let sol_at = |c: &[i64; 1]| {
+            sol.moe(
+                c[0],
+                q.hidden,
+                q.inter,
+                q.topk,
+                q.experts,
+                q.moe_tp,
+                q.moe_ep,
+                q.quant.memory(),
+                q.quant.compute(),
+                q.gated,
+            )
+        };
+        grid.resolve([q.num_tokens], GridConfig::RAW, &sol_at)
+            .map_err(|m| KernelMiss::grid(&self.db, MOE_FILE.file, m, &format!("{{'num_tokens': {}}}", q.num_tokens)))
+    }
+}

@@ -1,0 +1,156 @@
+//! The non-GEMM quantisation modes of the spec (section 3): KV cache, FMHA
+//! and MoE, each with the (memory, compute) numbers its SOL formulas use.
+//! Numbers keep Python's types: `memory=2` is an int, `0.5625` a float.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::TablesError;
+use crate::system::Num;
+
+/// KV-cache element type (`kv_cache_dtype` in the tables).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KvQuant {
+    Bfloat16,
+    Fp8,
+    Int8,
+}
+
+impl KvQuant {
+    pub const ALL: [KvQuant; 3] = [KvQuant::Bfloat16, KvQuant::Fp8, KvQuant::Int8];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KvQuant::Bfloat16 => "bfloat16",
+            KvQuant::Fp8 => "fp8",
+            KvQuant::Int8 => "int8",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn memory(self) -> i64 {
+        match self {
+            KvQuant::Bfloat16 => 2,
+            KvQuant::Fp8 | KvQuant::Int8 => 1,
+        }
+    }
+}
+
+/// Attention-kernel math type (`attn_dtype` in the context table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FmhaQuant {
+    Bfloat16,
+    Fp8,
+}
+
+impl FmhaQuant {
+    pub const ALL: [FmhaQuant; 2] = [FmhaQuant::Bfloat16, FmhaQuant::Fp8];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FmhaQuant::Bfloat16 => "bfloat16",
+            FmhaQuant::Fp8 => "fp8",
+        }
+    }
+
+    pub fn memory(self) -> i64 {
+        match self {
+            FmhaQuant::Bfloat16 => 2,
+            FmhaQuant::Fp8 => 1,
+        }
+    }
+
+    pub fn compute(self) -> i64 {
+        match self {
+            FmhaQuant::Bfloat16 => 1,
+            FmhaQuant::Fp8 => 2,
+        }
+    }
+}
+
+/// MoE expert-GEMM quant mode (`moe_dtype` in the MoE table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MoeQuant {
+    Bfloat16,
+    Fp8,
+    Fp8Block,
+    Nvfp4,
+}
+
+impl MoeQuant {
+    pub const ALL: [MoeQuant; 4] = [MoeQuant::Bfloat16, MoeQuant::Fp8, MoeQuant::Fp8Block, MoeQuant::Nvfp4];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MoeQuant::Bfloat16 => "bfloat16",
+            MoeQuant::Fp8 => "fp8",
+            MoeQuant::Fp8Block => "fp8_block",
+            MoeQuant::Nvfp4 => "nvfp4",
+        }
+    }
+
+    pub fn memory(self) -> Num {
+        match self {
+            MoeQuant::Bfloat16 => Num::Int(2),
+            MoeQuant::Fp8 | MoeQuant::Fp8Block => Num::Int(1),
+            MoeQuant::Nvfp4 => Num::Float(0.5625),
+        }
+    }
+
+    pub fn compute(self) -> i64 {
+        match self {
+            MoeQuant::Bfloat16 => 1,
+            MoeQuant::Fp8 | MoeQuant::Fp8Block => 2,
+            MoeQuant::Nvfp4 => 4,
+        }
+    }
+}
+
+macro_rules! named_enum {
+    ($ty:ident, $what:literal) => {
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = TablesError;
+
+            fn from_str(name: &str) -> Result<Self, Self::Err> {
+                $ty::ALL.into_iter().find(|q| q.name() == name).ok_or_else(|| {
+                    let valid: Vec<&str> = $ty::ALL.iter().map(|q| q.name()).collect();
+                    TablesError::InvalidInput(format!(
+                        concat!("unknown ", $what, " '{}'; valid modes: {}"),
+                        name,
+                        valid.join(", ")
+                    ))
+                })
+            }
+        }
+    };
+}
+
+named_enum!(KvQuant, "KV-cache quant mode");
+named_enum!(FmhaQuant, "FMHA quant mode");
+named_enum!(MoeQuant, "MoE quant mode");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for q in KvQuant::ALL {
+            assert_eq!(q.name().parse::<KvQuant>().ok(), Some(q));
+        }
+        for q in FmhaQuant::ALL {
+            assert_eq!(q.name().parse::<FmhaQuant>().ok(), Some(q));
+        }
+        for q in MoeQuant::ALL {
+            assert_eq!(q.name().parse::<MoeQuant>().ok(), Some(q));
+        }
+        let err = "fp4".parse::<MoeQuant>().err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("'fp4'") && err.contains("fp8_block"), "{err}");
+    }
+}

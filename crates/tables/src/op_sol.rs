@@ -1,0 +1,277 @@
+//! Speed-of-light latencies of the non-GEMM ops (spec sections 5.1, 5.3-5.9)
+//! and the empirical memory-op formula, in Python's arithmetic: products of
+//! ints are exact (i128 here), `int / int` is correctly rounded, an int
+//! meeting a float converts first, and expressions run left to right.
+//! The GEMM SOL lives in [`crate::sol`].
+
+use crate::pymath::{py_mul, py_true_div};
+use crate::system::{Num, SystemSpec};
+
+/// The system constants the formulas use, validated once.
+#[derive(Debug, Clone, Copy)]
+pub struct OpSol {
+    mem_bw: Num,
+    bf16_flops: Num,
+    /// `mem_bw * mem_bw_empirical_scaling_factor`, as Python forms it.
+    mem_op_bw: Num,
+    mem_const: Num,
+    gpus_per_node: i64,
+    gpus_per_rack: Option<i64>,
+    intra_node_bw: Num,
+    inter_node_bw: Num,
+    inter_rack_bw: Option<Num>,
+}
+
+fn positive(value: Num) -> bool {
+    match value {
+        Num::Int(i) => i > 0,
+        Num::Float(f) => f.is_finite() && f > 0.0,
+    }
+}
+
+/// `a / b` for a divisor already checked to be non-zero.
+#[inline]
+fn div(a: Num, b: Num) -> f64 {
+    py_true_div(a, b).unwrap_or(f64::NAN)
+}
+
+/// Python's `max(a, b)`: `a` unless `b > a`.
+#[inline]
+fn py_max(a: f64, b: f64) -> f64 {
+    if b > a { b } else { a }
+}
+
+impl OpSol {
+    /// Errors name the offending `systems/<system>.yaml` field.
+    pub fn new(spec: &SystemSpec) -> Result<OpSol, String> {
+        let checks = [
+            ("gpu.mem_bw", Some(spec.mem_bw)),
+            ("gpu.bfloat16_tc_flops", Some(spec.bfloat16_tc_flops)),
+            ("gpu.mem_bw_empirical_scaling_factor", Some(spec.mem_bw_empirical_scaling_factor)),
+            ("node.intra_node_bw", Some(spec.intra_node_bw)),
+            ("node.inter_node_bw", Some(spec.inter_node_bw)),
+            ("node.inter_rack_bw", spec.inter_rack_bw),
+        ];
+        for (field, value) in checks {
+            if let Some(v) = value
+                && !positive(v)
+            {
+                return Err(format!("{field} must be a positive number, found {v:?}"));
+            }
+        }
+        if spec.num_gpus_per_node < 1 {
+            return Err(format!("node.num_gpus_per_node must be at least 1, found {}", spec.num_gpus_per_node));
+        }
+        let mem_op_bw = py_mul(spec.mem_bw, spec.mem_bw_empirical_scaling_factor)
+            .ok_or_else(|| "gpu.mem_bw * gpu.mem_bw_empirical_scaling_factor overflows".to_string())?;
+        Ok(OpSol {
+            mem_bw: spec.mem_bw,
+            bf16_flops: spec.bfloat16_tc_flops,
+            mem_op_bw,
+            mem_const: spec.mem_empirical_constant_latency,
+            gpus_per_node: spec.num_gpus_per_node,
+            gpus_per_rack: spec.num_gpus_per_rack,
+            intra_node_bw: spec.intra_node_bw,
+            inter_node_bw: spec.inter_node_bw,
+            inter_rack_bw: spec.inter_rack_bw,
+        })
+    }
+
+    pub fn gpus_per_node(&self) -> i64 {
+        self.gpus_per_node
+    }
+
+    /// Point-to-point bandwidth for `g` GPUs (5.1).
+    pub fn bw(&self, g: i64) -> Num {
+        if g <= self.gpus_per_node {
+            self.intra_node_bw
+        } else if self.gpus_per_rack.is_none_or(|rack| g <= rack) {
+            self.inter_node_bw
+        } else {
+            self.inter_rack_bw.unwrap_or(self.inter_node_bw)
+        }
+    }
+
+    /// `(bytes / (mem_bw * scaling) + constant) * 1000` (5.5).
+    pub fn mem_op(&self, bytes: i64) -> f64 {
+        let t = div(Num::Int(i128::from(bytes)), self.mem_op_bw);
+        (t + self.mem_const.as_f64()) * 1000.0
+    }
+
+    /// Context attention (5.3).
+    #[allow(clippy::too_many_arguments)]
+    pub fn context_attention(
+        &self,
+        b: i64,
+        s: i64,
+        prefix: i64,
+        n: i64,
+        n_kv: i64,
+        h: i64,
+        w: i64,
+        kv_memory: i64,
+        fmha_compute: i64,
+    ) -> f64 {
+        let (b, s, prefix, n, n_kv, h, w) = (
+            i128::from(b),
+            i128::from(s),
+            i128::from(prefix),
+            i128::from(n),
+            i128::from(n_kv),
+            i128::from(h),
+            i128::from(w),
+        );
+        let full = s + prefix;
+        let ops = if w > 0 && full > w {
+            Num::Int(2 * b * (full - prefix) * w * n * h * 2)
+        } else {
+            Num::Float(div(Num::Int(2 * b * (full * full - prefix * prefix) * n * h * 2), Num::Int(2)))
+        };
+        let mem = 2 * b * (n * (full - prefix) * h + n * (full - prefix) * h)
+            + i128::from(kv_memory) * b * (2 * n_kv * full * h);
+        let sol_math = div(ops, self.bf16_flops) * 1000.0 / fmha_compute as f64;
+        let sol_mem = div(Num::Int(mem), self.mem_bw) * 1000.0;
+        py_max(sol_math, sol_mem)
+    }
+
+    /// Generation attention (5.4); the math runs at fp8 rate for an fp8 cache.
+    #[allow(clippy::too_many_arguments)]
+    pub fn generation_attention(
+        &self,
+        b: i64,
+        s: i64,
+        n: i64,
+        n_kv: i64,
+        h: i64,
+        w: i64,
+        kv_memory: i64,
+        kv_is_fp8: bool,
+    ) -> f64 {
+        let (b, s, n, n_kv, h, w) =
+            (i128::from(b), i128::from(s), i128::from(n), i128::from(n_kv), i128::from(h), i128::from(w));
+        let kv_len = if w > 0 { (s - 1).min(w) } else { s - 1 };
+        let ops = 2 * b * n * h * 2 * kv_len;
+        let mem = b * (n * h * 2 + 2 * n_kv * kv_len * h * i128::from(kv_memory) + n * h * 2);
+        let mult = if kv_is_fp8 { 2.0 } else { 1.0 };
+        let sol_math = div(Num::Int(ops), self.bf16_flops) * 1000.0 / mult;
+        let sol_mem = div(Num::Int(mem), self.mem_bw) * 1000.0;
+        py_max(sol_math, sol_mem)
+    }
+
+    /// Custom all-reduce of `size` elements over `tp` GPUs (5.6).
+    pub fn custom_allreduce(&self, tp: i64, size: i64) -> f64 {
+        if tp == 1 {
+            return 0.0;
+        }
+        let t = div(Num::Int(2 * i128::from(size) * 2), Num::Int(i128::from(tp)));
+        div(Num::Float(t * (tp - 1) as f64), self.bw(tp)) * 1000.0
+    }
+
+    /// NCCL collective of `size` elements over `g` GPUs (5.7).
+    pub fn nccl(&self, memory: Num, g: i64, op: &str, size: i64) -> f64 {
+        let bytes = py_mul(memory, Num::Int(i128::from(size)))
+            .and_then(|v| py_mul(v, Num::Int(i128::from(g - 1))))
+            .map(|v| div(v, Num::Int(i128::from(g))))
+            .unwrap_or(f64::NAN);
+        let t = div(Num::Float(bytes), self.bw(g)) * 1000.0;
+        if op == "all_reduce" { 2.0 * t } else { t }
+    }
+
+    /// Fused MoE experts (5.8): `tokens` routed to `topk` of `experts`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe(
+        &self,
+        tokens: i64,
+        hidden: i64,
+        inter: i64,
+        topk: i64,
+        experts: i64,
+        etp: i64,
+        eep: i64,
+        memory: Num,
+        compute: i64,
+        gated: bool,
+    ) -> f64 {
+        let (t, h, i, topk, e, etp, eep) = (
+            i128::from(tokens),
+            i128::from(hidden),
+            i128::from(inter),
+            i128::from(topk),
+            i128::from(experts),
+            i128::from(etp),
+            i128::from(eep),
+        );
+        if etp < 1 || eep < 1 {
+            return f64::NAN;
+        }
+        let gates: i128 = if gated { 3 } else { 2 };
+        let tt = t * topk;
+        let ops = tt * h * i * gates * 2 / eep / etp;
+        let elements = tt / eep * h * 2 + tt / eep * i * gates / etp + h * i * gates / etp * (e / eep).min(tt / eep);
+        let mem = py_mul(memory, Num::Int(elements)).map(|m| div(m, self.mem_bw)).unwrap_or(f64::NAN) * 1000.0;
+        let flops = py_mul(self.bf16_flops, Num::Int(i128::from(compute)));
+        let math = flops.map(|f| div(Num::Int(ops), f)).unwrap_or(f64::NAN) * 1000.0;
+        py_max(math, mem)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h200() -> OpSol {
+        let spec = SystemSpec {
+            system: "h200_sxm".into(),
+            data_dir: None,
+            mem_bw: Num::Int(4_800_000_000_000),
+            mem_bw_empirical_scaling_factor: Num::Float(0.8),
+            mem_empirical_constant_latency: Num::Float(3e-6),
+            mem_capacity: None,
+            bfloat16_tc_flops: Num::Int(989_000_000_000_000),
+            fp8_tc_flops: Some(Num::Int(1_978_000_000_000_000)),
+            fp4_tc_flops: None,
+            int8_tc_flops: None,
+            sm_version: None,
+            num_gpus_per_node: 8,
+            num_gpus_per_rack: None,
+            intra_node_bw: Num::Int(450_000_000_000),
+            inter_node_bw: Num::Int(50_000_000_000),
+            inter_rack_bw: None,
+            p2p_latency: Num::Float(1e-5),
+            nccl_version: None,
+        };
+        OpSol::new(&spec).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The spec's worked example (12.1 / 12.2); values from python3 evaluating
+    /// `(b / (4800000000000 * 0.8) + 0.000003) * 1000`.
+    #[test]
+    fn mem_op_like_python() {
+        let sol = h200();
+        assert_eq!(sol.mem_op(10_485_760), 0.005730666666666667);
+        assert_eq!(sol.mem_op(2048), 0.0030005333333333333);
+        assert_eq!(sol.mem_op(10_240), 0.0030026666666666665);
+    }
+
+    /// python3: `max(2*1*(1024*1024)*8*128*2/2 / 989e12*1000/1, ...)` etc.
+    #[test]
+    fn attention_sol_like_python() {
+        let sol = h200();
+        // Context, b=1 s=1024 n=8 n_kv=1 d=128, kv fp8 (1 byte), fmha bf16.
+        let ops = 2.0 * 1.0 * (1024.0 * 1024.0) * 8.0 * 128.0 * 2.0 / 2.0;
+        let mem = (2 * (8 * 1024 * 128 * 2) + 2 * 1024 * 128) as f64;
+        let want = f64::max(ops / 989e12 * 1000.0, mem / 4.8e12 * 1000.0);
+        assert_eq!(sol.context_attention(1, 1024, 0, 8, 1, 128, 0, 1, 1), want);
+        // Generation, memory-bound: b * (n*h*2 + 2*n_kv*(s-1)*h*1 + n*h*2) / mem_bw * 1000.
+        let mem = (8 * 128 * 2 + 2 * 1024 * 128 + 8 * 128 * 2) as f64;
+        assert_eq!(sol.generation_attention(1, 1025, 8, 1, 128, 0, 1, true), mem / 4.8e12 * 1000.0);
+    }
+
+    #[test]
+    fn allreduce_sol() {
+        let sol = h200();
+        assert_eq!(sol.custom_allreduce(1, 4096), 0.0);
+        // 2*5120*2/8 = 2560; * 7 = 17920; / 450e9 * 1000.
+        assert_eq!(sol.custom_allreduce(8, 5120), 17920.0 / 450e9 * 1000.0);
+    }
+}

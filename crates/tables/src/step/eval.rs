@@ -1,0 +1,358 @@
+//! Evaluating one op of a step against a database (spec section 8): the
+//! tables it reads are loaded on first use (a step that never reaches an op
+//! never needs its table), then shared process-wide.
+
+use std::sync::Arc;
+
+use crate::discovery::DataTree;
+use crate::error::TablesError;
+use crate::gemm::GemmTable;
+use crate::grid::GridPath;
+use crate::kernels::cache;
+use crate::kernels::{
+    AllReduceTable, ContextAttentionTable, CtxAttnQuery, GenAttnQuery, GenerationAttentionTable, KernelMiss, MoeQuery,
+    MoeTable, NcclTable,
+};
+use crate::modes::MoeQuant;
+use crate::op_sol::OpSol;
+use crate::quant::GemmQuant;
+use crate::step::ops::{Op, OpSpec};
+use crate::step::types::{Lookup, StepError};
+use crate::system::{Num, system_spec};
+
+/// How an op's table lookup resolved (for the report's `interp_path`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Path {
+    Named(&'static str),
+    Grid(GridPath),
+    /// The five lookups of a decode attention query.
+    Grids([GridPath; 5]),
+}
+
+impl Path {
+    /// Distinct path names, sorted and joined by `,`.
+    pub fn describe(&self) -> String {
+        match self {
+            Path::Named(name) => (*name).to_string(),
+            Path::Grid(path) => path.name().to_string(),
+            Path::Grids(paths) => {
+                let mut names: Vec<&str> = paths.iter().map(|p| p.name()).collect();
+                names.sort_unstable();
+                names.dedup();
+                names.join(",")
+            }
+        }
+    }
+}
+
+/// One op's result at one step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct OpValue {
+    /// Latency of one application (ms).
+    pub per_app: f64,
+    pub lookup: Option<Lookup>,
+    pub path: Option<Path>,
+    pub source: &'static str,
+}
+
+impl OpValue {
+    fn formula(per_app: f64) -> OpValue {
+        OpValue { per_app, lookup: None, path: None, source: "empirical" }
+    }
+}
+
+/// The database a step runs on, with its tables loaded on demand.
+pub(crate) struct Tables<'a> {
+    tree: &'a DataTree,
+    system: String,
+    backend: String,
+    version: String,
+    shared: bool,
+    pub sol: OpSol,
+    gemm: Vec<(GemmQuant, Arc<GemmTable>)>,
+    context: Option<Arc<ContextAttentionTable>>,
+    generation: Option<Arc<GenerationAttentionTable>>,
+    allreduce: Option<Arc<AllReduceTable>>,
+    nccl: Option<Arc<NcclTable>>,
+    moe: Option<Arc<MoeTable>>,
+}
+
+/// Where one op evaluation happens: the op's full name (for errors) and
+/// the step's token count, batch and sequence length.
+#[derive(Clone, Copy)]
+pub(crate) struct At<'n> {
+    pub name: &'n dyn Fn() -> String,
+    pub x: i64,
+    pub batch: i64,
+    pub s: i64,
+}
+
+/// A table that does not exist for the database makes the op's lookup
+/// miss; any other load failure is a data error.
+fn load_failure(e: TablesError, op: &dyn Fn() -> String, lookup: Lookup) -> StepError {
+    match e {
+        TablesError::InvalidInput(message) => StepError::Miss { op: op(), lookup: Some(Box::new(lookup)), message },
+        other => StepError::Data(other),
+    }
+}
+
+fn kernel_miss(miss: KernelMiss, op: &dyn Fn() -> String, lookup: Lookup) -> StepError {
+    StepError::Miss { op: op(), lookup: Some(Box::new(lookup)), message: miss.to_string() }
+}
+
+impl<'a> Tables<'a> {
+    /// The database `system/backend/version`. Errors when the system has
+    /// no usable YAML or the database no GEMM table (every model has a
+    /// bfloat16 GEMM, which this loads).
+    pub fn new(
+        tree: &'a DataTree,
+        system: &str,
+        backend: &str,
+        version: &str,
+        shared: bool,
+    ) -> Result<Tables<'a>, StepError> {
+        let sol = cache::get(tree, "op_sol", (system, "", ""), false, || {
+            let (spec, yaml) = system_spec(tree, system)?;
+            OpSol::new(&spec).map_err(|e| TablesError::document(&yaml, e))
+        })?;
+        let bf16 = GemmTable::cached(tree, system, backend, version, GemmQuant::Bfloat16, shared)?;
+        Ok(Tables {
+            tree,
+            system: system.to_string(),
+            backend: backend.to_string(),
+            version: version.to_string(),
+            shared,
+            sol: *sol,
+            gemm: vec![(GemmQuant::Bfloat16, bf16)],
+            context: None,
+            generation: None,
+            allreduce: None,
+            nccl: None,
+            moe: None,
+        })
+    }
+
+    pub fn backend(&self) -> &str {
+        &self.backend
+    }
+
+    fn gemm_table(&mut self, quant: GemmQuant) -> Result<Arc<GemmTable>, TablesError> {
+        if let Some((_, t)) = self.gemm.iter().find(|(q, _)| *q == quant) {
+            return Ok(Arc::clone(t));
+        }
+        let t = GemmTable::cached(self.tree, &self.system, &self.backend, &self.version, quant, self.shared)?;
+        self.gemm.push((quant, Arc::clone(&t)));
+        Ok(t)
+    }
+
+    pub fn context_attention(&mut self) -> Result<Arc<ContextAttentionTable>, TablesError> {
+        if let Some(t) = &self.context {
+            return Ok(Arc::clone(t));
+        }
+        let t = ContextAttentionTable::cached(self.tree, &self.system, &self.backend, &self.version, self.shared)?;
+        self.context = Some(Arc::clone(&t));
+        Ok(t)
+    }
+
+    fn generation_attention(&mut self) -> Result<Arc<GenerationAttentionTable>, TablesError> {
+        if let Some(t) = &self.generation {
+            return Ok(Arc::clone(t));
+        }
+        let t = GenerationAttentionTable::cached(self.tree, &self.system, &self.backend, &self.version, self.shared)?;
+        self.generation = Some(Arc::clone(&t));
+        Ok(t)
+    }
+
+    fn allreduce_table(&mut self) -> Result<Arc<AllReduceTable>, TablesError> {
+        if let Some(t) = &self.allreduce {
+            return Ok(Arc::clone(t));
+        }
+        let t = AllReduceTable::cached(self.tree, &self.system, &self.backend, &self.version)?;
+        self.allreduce = Some(Arc::clone(&t));
+        Ok(t)
+    }
+
+    fn nccl_table(&mut self) -> Result<Arc<NcclTable>, TablesError> {
+        if let Some(t) = &self.nccl {
+            return Ok(Arc::clone(t));
+        }
+        let t = NcclTable::cached(self.tree, &self.system)?;
+        self.nccl = Some(Arc::clone(&t));
+        Ok(t)
+    }
+
+    fn moe_table(&mut self) -> Result<Arc<MoeTable>, TablesError> {
+        if let Some(t) = &self.moe {
+            return Ok(Arc::clone(t));
+        }
+        let t = MoeTable::cached(self.tree, &self.system, &self.backend, &self.version, self.shared)?;
+        self.moe = Some(Arc::clone(&t));
+        Ok(t)
+    }
+
+    /// One application of `op` at `at`.
+    pub fn eval(&mut self, op: &Op, at: At) -> Result<OpValue, StepError> {
+        let x = at.x;
+        Ok(match op.spec {
+            OpSpec::Embedding { hidden } => OpValue::formula(self.sol.mem_op(x * hidden * 2)),
+            OpSpec::ElementWise { dim_in, dim_out } => {
+                OpValue::formula(self.sol.mem_op(x * dim_in * 2 + x * dim_out * 2))
+            }
+            OpSpec::P2P => OpValue::formula(0.0),
+            OpSpec::Gemm { n, k, quant, m_is_batch } => {
+                let m = if m_is_batch { at.batch } else { x };
+                self.gemm(quant, m, n, k, at)?
+            }
+            OpSpec::ContextAttention { n, n_kv, head_dim, window, kv, fmha, qk_norm } => {
+                let q =
+                    CtxAttnQuery { b: at.batch, s: at.s, prefix: 0, n, n_kv, kv, fmha, window, head_size: head_dim };
+                let lookup = Lookup::ContextAttention {
+                    b: q.b,
+                    s: q.s,
+                    prefix: q.prefix,
+                    n,
+                    n_kv,
+                    kv,
+                    fmha,
+                    window,
+                    head_size: head_dim,
+                };
+                let table = self.context_attention().map_err(|e| load_failure(e, at.name, lookup))?;
+                let (a, path) = table.query(&q).map_err(|m| kernel_miss(m, at.name, lookup))?;
+                // Extras per token (spec 8.2), in the SDK's order of operations.
+                let mem = |bytes: i64| self.sol.mem_op(bytes);
+                let (q_num, k_num, v_num) = (n * head_dim, n_kv * head_dim, n_kv * head_dim);
+                let mut extra = 0.0;
+                if qk_norm {
+                    let qk_norm_latency = 2.0 * mem(q_num * 2) + 2.0 * mem(k_num * 2);
+                    extra += qk_norm_latency * 2.0;
+                }
+                let rope = 2.0 * mem(q_num * 2 + k_num * 2);
+                let kv_write = mem(k_num * fmha.memory()) + mem(v_num * fmha.memory());
+                extra += rope + kv_write;
+                OpValue {
+                    per_app: a + extra * 1.1,
+                    lookup: Some(lookup),
+                    path: Some(Path::Grid(path)),
+                    source: "mixed",
+                }
+            }
+            OpSpec::GenerationAttention { n, n_kv, head_dim, window, kv } => {
+                let q = GenAttnQuery { b: at.batch, s: at.s, n, n_kv, kv, window, head_size: head_dim };
+                let lookup = Lookup::GenerationAttention { b: q.b, s: q.s, n, n_kv, kv, window, head_size: head_dim };
+                let table = self.generation_attention().map_err(|e| load_failure(e, at.name, lookup))?;
+                let r = table.query(&q).map_err(|m| kernel_miss(m, at.name, lookup))?;
+                OpValue {
+                    per_app: r.latency,
+                    lookup: Some(lookup),
+                    path: Some(Path::Grids(r.samples.map(|s| s.2))),
+                    source: "silicon",
+                }
+            }
+            OpSpec::AllReduce { tp, hidden } => self.all_reduce(tp, x * hidden, at)?,
+            OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, .. } => self.all_reduce(moe_tp * moe_ep, x * hidden, at)?,
+            OpSpec::Moe { hidden, inter, topk, experts, moe_tp, moe_ep, quant, gated, distribution } => {
+                self.moe(x, hidden, inter, topk, experts, moe_tp, moe_ep, quant, gated, distribution, at)?
+            }
+        })
+    }
+
+    fn gemm(&mut self, quant: GemmQuant, m: i64, n: i64, k: i64, at: At) -> Result<OpValue, StepError> {
+        let lookup = Lookup::Gemm { m, n, k, quant };
+        if quant == GemmQuant::Fp8Static {
+            return Err(StepError::input(format!(
+                "op '{}': fp8_static GEMMs subtract the compute_scale / scale_matrix tables, which are not supported",
+                (at.name)()
+            )));
+        }
+        let table = self.gemm_table(quant).map_err(|e| load_failure(e, at.name, lookup))?;
+        let latency = table.latency(m, n, k).map_err(|miss| StepError::Miss {
+            op: (at.name)(),
+            lookup: Some(Box::new(lookup)),
+            message: table.miss_message(miss, m, n, k),
+        })?;
+        Ok(OpValue {
+            per_app: latency,
+            lookup: Some(lookup),
+            path: table.interp_path(m, n, k).map(Path::Named),
+            source: "silicon",
+        })
+    }
+
+    /// The tensor-parallel all-reduce of `size` elements over `tp` GPUs
+    /// (spec 8.4): free for one GPU, NCCL on 72-GPU nodes beyond 4, else the
+    /// custom kernel's table.
+    fn all_reduce(&mut self, tp: i64, size: i64, at: At) -> Result<OpValue, StepError> {
+        if tp <= 1 {
+            return Ok(OpValue::formula(0.0));
+        }
+        if self.sol.gpus_per_node() == 72 && tp > 4 {
+            let lookup = Lookup::Nccl { g: tp, op: "all_reduce", size };
+            let table = self.nccl_table().map_err(|e| load_failure(e, at.name, lookup))?;
+            let (latency, path) = table
+                .query("half", Num::Int(2), tp, "all_reduce", size)
+                .map_err(|m| kernel_miss(m, at.name, lookup))?;
+            return Ok(OpValue {
+                per_app: latency,
+                lookup: Some(lookup),
+                path: Some(Path::Grid(path)),
+                source: "silicon",
+            });
+        }
+        let lookup = Lookup::CustomAllReduce { tp, size };
+        let table = self.allreduce_table().map_err(|e| load_failure(e, at.name, lookup))?;
+        let (latency, path) = table.query(tp, size).map_err(|m| kernel_miss(m, at.name, lookup))?;
+        Ok(OpValue { per_app: latency, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon" })
+    }
+
+    /// The fused experts for `tokens` tokens (spec 10.3).
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe(
+        &mut self,
+        tokens: i64,
+        hidden: i64,
+        inter: i64,
+        topk: i64,
+        experts: i64,
+        moe_tp: i64,
+        moe_ep: i64,
+        quant: MoeQuant,
+        gated: bool,
+        distribution: &'static str,
+        at: At,
+    ) -> Result<OpValue, StepError> {
+        let lookup = Lookup::Moe {
+            num_tokens: tokens,
+            hidden,
+            inter,
+            topk,
+            experts,
+            moe_tp,
+            moe_ep,
+            quant,
+            distribution,
+            gated,
+        };
+        let table = self.moe_table().map_err(|e| load_failure(e, at.name, lookup))?;
+        let low_latency = self.backend == "trtllm"
+            && quant == MoeQuant::Nvfp4
+            && gated
+            && tokens <= 128
+            && table.has_low_latency(quant);
+        let q = MoeQuery {
+            num_tokens: tokens,
+            hidden,
+            inter,
+            topk,
+            experts,
+            moe_tp,
+            moe_ep,
+            quant,
+            distribution,
+            gated,
+            low_latency,
+        };
+        let (latency, path) = table.query(&q).map_err(|m| kernel_miss(m, at.name, lookup))?;
+        Ok(OpValue { per_app: latency, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon" })
+    }
+}

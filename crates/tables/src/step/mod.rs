@@ -1,0 +1,408 @@
+//! The engine step (spec sections 1, 9): the latency of one static prefill
+//! step (TTFT) or one decode step (TPOT) of a model on a database, summed
+//! from its op list in the SDK's order so the totals are bit-identical.
+//!
+//! [`engine_step`] returns every op's row; [`step_latency`] only the total
+//! (same numbers, no rows). A lookup that misses anywhere is an error naming
+//! the op and the lookup, never a smaller total.
+
+mod eval;
+mod model;
+mod ops;
+mod quants;
+mod types;
+
+use crate::discovery::DataTree;
+use crate::step::eval::{At, Tables};
+use crate::step::model::{Family, ModelDesc, Parallel, model_config};
+use crate::step::ops::{Op, op_list};
+
+pub use types::{Lookup, OpKind, OpRow, Phase, Quants, RowKind, StepError, StepQuery, StepReport};
+
+/// Decode steps one generation sample stands for (the SDK's default stride).
+pub const GEN_STRIDE: u32 = 32;
+
+/// Ops a list can hold (LLAMA has 14, MOE 13).
+const MAX_OPS: usize = 32;
+
+/// Largest `batch * isl` accepted (2^32).
+const MAX_TOKENS: u64 = 1 << 32;
+
+/// The shape of one step: parallelism, batch and sequence lengths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StepShape {
+    pub tp: u32,
+    pub batch: u32,
+    pub isl: u32,
+    pub osl: u32,
+    pub moe_tp: Option<u32>,
+    pub moe_ep: Option<u32>,
+}
+
+impl StepQuery {
+    pub fn shape(&self) -> StepShape {
+        StepShape {
+            tp: self.tp,
+            batch: self.batch,
+            isl: self.isl,
+            osl: self.osl,
+            moe_tp: self.moe_tp,
+            moe_ep: self.moe_ep,
+        }
+    }
+}
+
+/// The op list of one (phase, parallelism), built once per [`StepModel`].
+struct Prepared {
+    key: (Phase, u32, Option<u32>, Option<u32>),
+    quants: Quants,
+    ops: Vec<Op>,
+}
+
+/// A model on a database, ready to estimate many steps: the model config,
+/// the system constants and the tables are resolved once (tables load on
+/// first use and are shared process-wide), op lists are built once per
+/// phase and parallelism. Not `Sync`: keep one per thread or batch.
+pub struct StepModel<'a> {
+    tables: Tables<'a>,
+    desc: ModelDesc,
+    inferred: quants::Inferred,
+    prepared: Vec<Prepared>,
+}
+
+impl<'a> StepModel<'a> {
+    /// `model` (`Org/Name`) on `system/backend/version`. Errors for an
+    /// unknown model or database, an unsupported architecture or quantization.
+    pub fn new(
+        tree: &'a DataTree,
+        model: &str,
+        system: &str,
+        backend: &str,
+        version: &str,
+        shared_layer: bool,
+    ) -> Result<StepModel<'a>, StepError> {
+        let cfg = model_config(tree, model)?;
+        let desc = ModelDesc::from_config(&cfg)?;
+        let inferred = quants::infer(&cfg)?;
+        let tables = Tables::new(tree, system, backend, version, shared_layer)?;
+        Ok(StepModel { tables, desc, inferred, prepared: Vec::new() })
+    }
+
+    /// The step's total only: TTFT (context) or TPOT (generation), in ms.
+    pub fn latency(&mut self, phase: Phase, shape: &StepShape) -> Result<f64, StepError> {
+        let index = self.prepare(phase, shape)?;
+        let (prep, tables) = (&self.prepared[index], &mut self.tables);
+        run(phase, shape, prep, tables, &mut NoRows).map(|(total, _)| total)
+    }
+
+    /// The step with every op's row.
+    pub fn report(&mut self, phase: Phase, shape: &StepShape) -> Result<StepReport, StepError> {
+        let index = self.prepare(phase, shape)?;
+        let (prep, tables) = (&self.prepared[index], &mut self.tables);
+        let mut rows = Vec::new();
+        let (total_ms, phase_latency_ms) = run(phase, shape, prep, tables, &mut rows)?;
+        Ok(StepReport { phase, rows, total_ms, phase_latency_ms, quants: prep.quants })
+    }
+
+    /// Index of the op list for (phase, parallelism), building it on first use.
+    fn prepare(&mut self, phase: Phase, shape: &StepShape) -> Result<usize, StepError> {
+        for (value, name) in [(shape.batch, "batch"), (shape.isl, "isl")] {
+            if value == 0 {
+                return Err(StepError::input(format!("{name} must be at least 1")));
+            }
+        }
+        // Keeps every byte count the ops form (tokens * width * 2) inside i64.
+        if u64::from(shape.batch) * u64::from(shape.isl) > MAX_TOKENS {
+            return Err(StepError::input(format!(
+                "batch {} * isl {} exceeds {MAX_TOKENS} tokens per step",
+                shape.batch, shape.isl
+            )));
+        }
+        let key = (phase, shape.tp, shape.moe_tp, shape.moe_ep);
+        if let Some(i) = self.prepared.iter().position(|p| p.key == key) {
+            return Ok(i);
+        }
+        let par = self.desc.parallel(shape.tp, shape.moe_tp, shape.moe_ep, self.tables.backend())?;
+        // The data-driven FMHA guard reads the context table; without one it
+        // does not fire (the attention op reports the missing table itself).
+        let context_table = match phase {
+            Phase::Context => self.tables.context_attention().ok(),
+            Phase::Generation => None,
+        };
+        let quants = quants::resolve(self.inferred, phase, self.tables.backend(), context_table.as_deref());
+        if self.desc.family == Family::HybridMoe {
+            return Err(hybrid_moe(&self.desc, &par, &quants, phase, shape, &mut self.tables));
+        }
+        let ops = op_list(&self.desc, &par, &quants, phase);
+        if ops.len() > MAX_OPS {
+            return Err(StepError::input(format!("op list of {} ops exceeds {MAX_OPS}", ops.len())));
+        }
+        self.prepared.push(Prepared { key, quants, ops });
+        Ok(self.prepared.len() - 1)
+    }
+}
+
+/// Llama-4 (spec 10.4): its builder is not reproduced. The spec's databases
+/// raise at its first MoE lookup; do the same when that lookup misses,
+/// otherwise refuse the architecture rather than estimate it wrongly.
+fn hybrid_moe(
+    desc: &ModelDesc,
+    par: &Parallel,
+    quants: &Quants,
+    phase: Phase,
+    shape: &StepShape,
+    tables: &mut Tables,
+) -> StepError {
+    let prefix = phase.prefix();
+    let name = || format!("{prefix}_moe");
+    let tokens = match phase {
+        Phase::Context => i64::from(shape.batch) * i64::from(shape.isl),
+        Phase::Generation => i64::from(shape.batch),
+    };
+    let at = At { name: &name, x: tokens, batch: i64::from(shape.batch), s: i64::from(shape.isl) };
+    let probe = tables.moe(
+        tokens,
+        desc.hidden,
+        desc.moe_inter,
+        desc.topk,
+        desc.experts,
+        par.moe_tp,
+        par.moe_ep,
+        quants.moe,
+        true,
+        desc.distribution,
+        at,
+    );
+    match probe {
+        Err(e) => e,
+        Ok(_) => StepError::input(format!(
+            "unsupported architecture {} (the HYBRIDMOE op list is not implemented)",
+            desc.architecture
+        )),
+    }
+}
+
+/// Where rows go: nowhere (totals only) or a report.
+trait Sink {
+    const ROWS: bool;
+    fn push(&mut self, row: OpRow);
+}
+
+struct NoRows;
+
+impl Sink for NoRows {
+    const ROWS: bool = false;
+    fn push(&mut self, _row: OpRow) {}
+}
+
+impl Sink for Vec<OpRow> {
+    const ROWS: bool = true;
+    fn push(&mut self, row: OpRow) {
+        Vec::push(self, row);
+    }
+}
+
+/// The report's quant label of an op.
+fn quant_label(op: &Op) -> String {
+    use ops::OpSpec;
+    match op.spec {
+        OpSpec::Embedding { .. } | OpSpec::ElementWise { .. } => "bfloat16(act)".into(),
+        OpSpec::Gemm { quant, .. } => quant.name().into(),
+        OpSpec::ContextAttention { fmha, kv, .. } => format!("fmha={fmha},kv={kv}"),
+        OpSpec::GenerationAttention { kv, .. } => format!("kv={kv}"),
+        OpSpec::AllReduce { .. } => Quants::COMM.into(),
+        OpSpec::P2P => String::new(),
+        OpSpec::Moe { quant, .. } | OpSpec::MoeDispatch { quant, .. } => quant.name().into(),
+    }
+}
+
+/// Runs the step; returns `(total_ms, phase_latency_ms)`.
+fn run<S: Sink>(
+    phase: Phase,
+    q: &StepShape,
+    prep: &Prepared,
+    tables: &mut Tables,
+    sink: &mut S,
+) -> Result<(f64, f64), StepError> {
+    let prefix = phase.prefix();
+    let (batch, isl) = (i64::from(q.batch), i64::from(q.isl));
+    let row = |index: usize, op: &Op, v: &eval::OpValue, total: f64| OpRow {
+        row_kind: RowKind::Op,
+        op_index: index as i32,
+        op_name: format!("{prefix}_{}", op.base),
+        op_kind: Some(op.kind),
+        count: Some(op.count),
+        quant: quant_label(op),
+        lookup: v.lookup,
+        interp_path: v.path.map(|p| p.describe()),
+        // The SDK reports per-application latency as the op's result over its
+        // count (not the value before the multiplication: they differ in the
+        // last bit for counts like 80).
+        latency_ms: Some(if op.count != 0.0 { total / op.count } else { v.per_app }),
+        total_ms: total,
+        weighted_total_ms: total,
+        source: v.source,
+        gen_step_index: None,
+        gen_s: None,
+        gen_repeat: None,
+    };
+    match phase {
+        Phase::Context => {
+            let x = batch * isl;
+            let mut latency = 0.0;
+            for (index, op) in prep.ops.iter().enumerate() {
+                let name = || format!("{prefix}_{}", op.base);
+                let v = tables.eval(op, At { name: &name, x, batch, s: isl })?;
+                let total = v.per_app * op.count;
+                latency += total;
+                if S::ROWS {
+                    sink.push(row(index, op, &v, total));
+                }
+            }
+            Ok((latency, latency))
+        }
+        Phase::Generation => {
+            // acc[op] += step_value * repeat over the samples in order, then
+            // the per-op sums in list order (spec 9.3).
+            let mut acc = [0.0f64; MAX_OPS];
+            let decode_steps = q.osl.saturating_sub(1);
+            for i in (0..decode_steps).step_by(GEN_STRIDE as usize) {
+                let repeat = GEN_STRIDE.min(decode_steps - i);
+                let s = isl + i64::from(i) + 1;
+                let mut step_total = 0.0;
+                for (index, op) in prep.ops.iter().enumerate() {
+                    let name = || format!("{prefix}_{}", op.base);
+                    let v = tables.eval(op, At { name: &name, x: batch, batch, s })?;
+                    let total = v.per_app * op.count;
+                    step_total += total;
+                    acc[index] += total * f64::from(repeat);
+                    if S::ROWS {
+                        let mut r = row(index, op, &v, total);
+                        r.weighted_total_ms = total * f64::from(repeat);
+                        (r.gen_step_index, r.gen_s, r.gen_repeat) = (Some(i), u32::try_from(s).ok(), Some(repeat));
+                        sink.push(r);
+                    }
+                }
+                if S::ROWS {
+                    sink.push(OpRow {
+                        row_kind: RowKind::GenStepTotal,
+                        op_index: -1,
+                        op_name: "__gen_step_total__".into(),
+                        op_kind: None,
+                        count: None,
+                        quant: String::new(),
+                        lookup: None,
+                        interp_path: None,
+                        latency_ms: None,
+                        total_ms: step_total,
+                        weighted_total_ms: step_total * f64::from(repeat),
+                        source: "",
+                        gen_step_index: Some(i),
+                        gen_s: u32::try_from(s).ok(),
+                        gen_repeat: Some(repeat),
+                    });
+                }
+            }
+            let generation_latency = acc[..prep.ops.len()].iter().fold(0.0, |sum, v| sum + v);
+            let tpot = if q.osl <= 1 { 0.0 } else { generation_latency / f64::from(q.osl - 1) };
+            Ok((tpot, generation_latency))
+        }
+    }
+}
+
+/// The engine step with every op's row (spec 13's row layout).
+pub fn engine_step(tree: &DataTree, q: &StepQuery) -> Result<StepReport, StepError> {
+    StepModel::new(tree, &q.model, &q.system, &q.backend, &q.version, q.shared_layer)?.report(q.phase, &q.shape())
+}
+
+/// The step's total only: TTFT (context) or TPOT (generation), in ms. Same
+/// numbers as [`engine_step`], without building rows.
+pub fn step_latency(tree: &DataTree, q: &StepQuery) -> Result<f64, StepError> {
+    StepModel::new(tree, &q.model, &q.system, &q.backend, &q.version, q.shared_layer)?.latency(q.phase, &q.shape())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worked_example(phase: Phase) -> StepQuery {
+        StepQuery {
+            model: "Qwen/Qwen3-32B-FP8".into(),
+            system: "h200_sxm".into(),
+            backend: "vllm".into(),
+            version: "0.19.0".into(),
+            phase,
+            tp: 8,
+            batch: 1,
+            isl: 1024,
+            osl: 128,
+            moe_tp: None,
+            moe_ep: None,
+            shared_layer: true,
+        }
+    }
+
+    /// Spec section 12: TTFT 24.74004986586315 ms, TPOT 7.121815664339327 ms.
+    #[test]
+    fn worked_example_of_the_spec() {
+        let tree = crate::test_data::tree();
+        let ctx = engine_step(tree, &worked_example(Phase::Context)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ctx.total_ms, 24.74004986586315);
+        assert_eq!(ctx.phase_latency_ms, ctx.total_ms);
+        assert_eq!(
+            (ctx.quants.gemm, ctx.quants.kv, ctx.quants.fmha),
+            (crate::quant::GemmQuant::Fp8Block, crate::modes::KvQuant::Fp8, crate::modes::FmhaQuant::Bfloat16)
+        );
+        let gen_q = worked_example(Phase::Generation);
+        let generation = engine_step(tree, &gen_q).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(generation.phase_latency_ms, 904.4705893710945);
+        assert_eq!(generation.total_ms, 7.121815664339327);
+        let fast = step_latency(tree, &gen_q).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(fast.to_bits(), generation.total_ms.to_bits());
+    }
+
+    #[test]
+    fn bad_input_is_an_error_naming_it() {
+        let tree = crate::test_data::tree();
+        let mut q = worked_example(Phase::Context);
+        q.tp = 3;
+        let err = step_latency(tree, &q).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("not divisible by tp 3"), "{err}");
+        q.tp = 4;
+        q.model = "Qwen/Qwen3-30B-A3B".into();
+        let err = step_latency(tree, &q).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("moe_tp"), "{err}");
+        q.moe_ep = Some(3);
+        let err = step_latency(tree, &q).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("not divisible by moe_ep 3"), "{err}");
+        q.model = "deepseek-ai/DeepSeek-V3".into();
+        let err = step_latency(tree, &q).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("unsupported architecture DeepseekV3ForCausalLM"), "{err}");
+    }
+
+    /// Llama-4-Scout on h200 vLLM 0.19.0 fails at its first MoE lookup (spec 10.4).
+    #[test]
+    fn llama4_fails_at_the_moe_lookup() {
+        let tree = crate::test_data::tree();
+        let mut q = worked_example(Phase::Context);
+        q.model = "meta-llama/Llama-4-Scout-17B-16E-Instruct".into();
+        q.tp = 4;
+        q.moe_tp = Some(1);
+        q.moe_ep = Some(4);
+        match step_latency(tree, &q) {
+            Err(StepError::Miss { op, lookup: Some(lookup), .. }) => {
+                assert_eq!(op, "context_moe");
+                assert_eq!(lookup.method(), "query_moe");
+                let args = lookup.args_json();
+                assert!(
+                    args.contains(
+                        r#""num_tokens": 1024, "hidden_size": 5120, "inter_size": 8192, "topk": 1, "num_experts": 16"#
+                    ),
+                    "{args}"
+                );
+                assert!(args.contains(r#""workload_distribution": "power_law_1.01""#), "{args}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! The model as the engine step sees it (spec section 2, 10.1): dimensions
+//! from the HF config, the family that decides the op list, and the
+//! per-GPU split for a tensor-parallel size.
+
+use std::sync::Arc;
+
+use crate::discovery::DataTree;
+use crate::kernels::cache;
+use crate::model::{ModelConfig, read_model_config};
+use crate::step::types::StepError;
+
+/// Op-list builders of the spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Family {
+    Llama,
+    Moe,
+    /// Llama-4: only its MoE availability is checked (spec 10.4).
+    HybridMoe,
+}
+
+/// The dimensions the op lists use, with the spec's fallbacks applied.
+#[derive(Debug, Clone)]
+pub(crate) struct ModelDesc {
+    pub architecture: String,
+    pub family: Family,
+    pub layers: i64,
+    pub hidden: i64,
+    pub heads: i64,
+    pub kv_heads: i64,
+    pub head_dim: i64,
+    pub inter: i64,
+    pub vocab: i64,
+    pub topk: i64,
+    pub experts: i64,
+    pub moe_inter: i64,
+    pub use_qk_norm: bool,
+    /// MoE workload distribution of the family's builder.
+    pub distribution: &'static str,
+}
+
+/// Per-GPU split of one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Parallel {
+    pub tp: i64,
+    /// Attention heads per GPU, `H // tp`.
+    pub n: i64,
+    /// KV heads per GPU, `ceil(Hkv / tp)`.
+    pub n_kv: i64,
+    pub moe_tp: i64,
+    pub moe_ep: i64,
+}
+
+/// The model config of `model` (`Org/Name`), parsed once per process.
+pub(crate) fn model_config(tree: &DataTree, model: &str) -> Result<Arc<ModelConfig>, StepError> {
+    let stem = format!("{}_config", model.replacen('/', "--", 1));
+    let doc = tree.model_configs().iter().find(|d| d.stem == stem).ok_or_else(|| {
+        StepError::input(format!("unknown model '{model}': no model_configs/{stem}.json in the mounted data"))
+    })?;
+    Ok(cache::get(tree, "model_config", (model, "", ""), false, || read_model_config(doc))?)
+}
+
+impl ModelDesc {
+    pub fn from_config(cfg: &ModelConfig) -> Result<ModelDesc, StepError> {
+        let architecture = cfg.architecture.clone().unwrap_or_default();
+        let family = match cfg.family {
+            Some("LLAMA") => Family::Llama,
+            Some("MOE") => Family::Moe,
+            Some("HYBRIDMOE") => Family::HybridMoe,
+            _ => return Err(StepError::input(format!("unsupported architecture {architecture}"))),
+        };
+        let need = |value: Option<i64>, field: &str| {
+            value.filter(|&v| v > 0).ok_or_else(|| {
+                StepError::input(format!("{}: `{field}` must be a positive integer", cfg.path.display()))
+            })
+        };
+        let heads = need(cfg.num_attention_heads, "num_attention_heads")?;
+        let hidden = need(cfg.hidden_size, "hidden_size")?;
+        let desc = ModelDesc {
+            family,
+            layers: need(cfg.num_hidden_layers, "num_hidden_layers")?,
+            hidden,
+            heads,
+            kv_heads: cfg.num_key_value_heads.unwrap_or(0),
+            head_dim: cfg.head_dim.unwrap_or(hidden / heads),
+            inter: cfg.intermediate_size.unwrap_or(0),
+            vocab: need(cfg.vocab_size, "vocab_size")?,
+            topk: cfg.num_experts_per_tok.unwrap_or(0),
+            experts: cfg.num_experts.unwrap_or(0),
+            moe_inter: cfg.moe_intermediate_size.or(cfg.intermediate_size).unwrap_or(0),
+            use_qk_norm: cfg.use_qk_norm,
+            distribution: if family == Family::HybridMoe { "power_law_1.01" } else { "power_law_1.2" },
+            architecture,
+        };
+        if desc.family != Family::Llama && (desc.topk < 1 || desc.experts < 1) {
+            return Err(StepError::input(format!(
+                "{}: a MoE model needs num_experts_per_tok and a number of experts",
+                cfg.path.display()
+            )));
+        }
+        Ok(desc)
+    }
+
+    pub fn is_moe(&self) -> bool {
+        self.family != Family::Llama
+    }
+
+    /// Splits the model over `tp` GPUs. MoE models need `tp == moe_tp * moe_ep`
+    /// (one of them may be given; the other is inferred); dense models ignore both.
+    pub fn parallel(
+        &self,
+        tp: u32,
+        moe_tp: Option<u32>,
+        moe_ep: Option<u32>,
+        backend: &str,
+    ) -> Result<Parallel, StepError> {
+        let tp = i64::from(tp);
+        if tp < 1 {
+            return Err(StepError::input(format!("tp must be at least 1, found {tp}")));
+        }
+        if self.heads % tp != 0 {
+            return Err(StepError::input(format!("num_attention_heads {} is not divisible by tp {tp}", self.heads)));
+        }
+        let (moe_tp, moe_ep) = if self.is_moe() {
+            let positive = |v: u32, name: &str| {
+                if v == 0 { Err(StepError::input(format!("{name} must be at least 1"))) } else { Ok(i64::from(v)) }
+            };
+            let infer = |given: i64, given_name: &str| {
+                if tp % given != 0 {
+                    Err(StepError::input(format!("tp {tp} is not divisible by {given_name} {given}")))
+                } else {
+                    Ok(tp / given)
+                }
+            };
+            let (etp, eep) = match (moe_tp, moe_ep) {
+                (None, None) => {
+                    return Err(StepError::input(format!(
+                        "{} is a MoE model: give moe_tp and/or moe_ep (tp == moe_tp * moe_ep)",
+                        self.architecture
+                    )));
+                }
+                (Some(etp), None) => {
+                    let etp = positive(etp, "moe_tp")?;
+                    (etp, infer(etp, "moe_tp")?)
+                }
+                (None, Some(eep)) => {
+                    let eep = positive(eep, "moe_ep")?;
+                    (infer(eep, "moe_ep")?, eep)
+                }
+                (Some(etp), Some(eep)) => (positive(etp, "moe_tp")?, positive(eep, "moe_ep")?),
+            };
+            if etp * eep != tp {
+                return Err(StepError::input(format!(
+                    "moe_tp {etp} * moe_ep {eep} = {} must equal tp {tp} (attention_dp = 1)",
+                    etp * eep
+                )));
+            }
+            if backend == "vllm" && etp > 1 && eep > 1 {
+                return Err(StepError::input(format!(
+                    "vllm does not support moe_tp {etp} and moe_ep {eep} both above 1"
+                )));
+            }
+            (etp, eep)
+        } else {
+            (1, 1)
+        };
+        Ok(Parallel { tp, n: self.heads / tp, n_kv: (self.kv_heads + tp - 1).div_euclid(tp), moe_tp, moe_ep })
+    }
+}

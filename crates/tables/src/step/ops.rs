@@ -1,0 +1,242 @@
+//! The op lists of the LLAMA and MOE families (spec 6, 10.2): which ops a
+//! step runs, in which order, how often, with which shapes.
+
+use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
+use crate::quant::GemmQuant;
+use crate::step::model::{Family, ModelDesc, Parallel};
+use crate::step::types::{OpKind, Phase, Quants};
+
+/// What an op computes per application; `x` (tokens) and the attention
+/// arguments come from the step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum OpSpec {
+    /// `mem_op(x * h * 2)`.
+    Embedding {
+        hidden: i64,
+    },
+    /// `mem_op(x * dim_in * 2 + x * dim_out * 2)`.
+    ElementWise {
+        dim_in: i64,
+        dim_out: i64,
+    },
+    /// `gemm(m, n, k)`; `m = x`, except `m = B` for the context logits GEMM.
+    Gemm {
+        n: i64,
+        k: i64,
+        quant: GemmQuant,
+        m_is_batch: bool,
+    },
+    ContextAttention {
+        n: i64,
+        n_kv: i64,
+        head_dim: i64,
+        window: i64,
+        kv: KvQuant,
+        fmha: FmhaQuant,
+        qk_norm: bool,
+    },
+    GenerationAttention {
+        n: i64,
+        n_kv: i64,
+        head_dim: i64,
+        window: i64,
+        kv: KvQuant,
+    },
+    /// All-reduce of `x * hidden` elements over `tp` GPUs.
+    AllReduce {
+        tp: i64,
+        hidden: i64,
+    },
+    /// Pipeline hand-off; `pp = 1` makes it 0.
+    P2P,
+    Moe {
+        hidden: i64,
+        inter: i64,
+        topk: i64,
+        experts: i64,
+        moe_tp: i64,
+        moe_ep: i64,
+        quant: MoeQuant,
+        gated: bool,
+        distribution: &'static str,
+    },
+    /// Tensor-parallel exchange around the experts (an all-reduce at attention_dp = 1).
+    MoeDispatch {
+        hidden: i64,
+        moe_tp: i64,
+        moe_ep: i64,
+        quant: MoeQuant,
+    },
+}
+
+/// One op of the list.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Op {
+    /// Name without the phase prefix (`qkv_gemm`).
+    pub base: &'static str,
+    pub kind: OpKind,
+    /// Applications per step.
+    pub count: f64,
+    pub spec: OpSpec,
+}
+
+/// The op list of `phase` (HYBRIDMOE has none: see `step::hybrid`).
+pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase) -> Vec<Op> {
+    let (l, h) = (model.layers as f64, model.hidden);
+    let (tp, n, n_kv, d) = (par.tp, par.n, par.n_kv, model.head_dim);
+    let attn_width = model.heads * d / tp;
+    let op = |base, kind, count, spec| Op { base, kind, count, spec };
+    let gemm = |n: i64, k: i64, quant: GemmQuant| OpSpec::Gemm { n, k, quant, m_is_batch: false };
+    let attention = match phase {
+        Phase::Context => op(
+            "attention",
+            OpKind::ContextAttention,
+            l,
+            OpSpec::ContextAttention {
+                n,
+                n_kv,
+                head_dim: d,
+                window: 0,
+                kv: quants.kv,
+                fmha: quants.fmha,
+                qk_norm: model.use_qk_norm,
+            },
+        ),
+        Phase::Generation => op(
+            "attention",
+            OpKind::GenerationAttention,
+            l,
+            OpSpec::GenerationAttention { n, n_kv, head_dim: d, window: 0, kv: quants.kv },
+        ),
+    };
+    let logits = op(
+        "logits_gemm",
+        OpKind::Gemm,
+        1.0,
+        OpSpec::Gemm { n: model.vocab / tp, k: h, quant: GemmQuant::Bfloat16, m_is_batch: phase == Phase::Context },
+    );
+    let mut ops = vec![
+        op("embedding", OpKind::Embedding, 1.0, OpSpec::Embedding { hidden: h }),
+        op("add_norm_1", OpKind::ElementWise, l, OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h }),
+        op("qkv_gemm", OpKind::Gemm, l, gemm(attn_width + d * n_kv * 2, h, quants.gemm)),
+        attention,
+        op("proj_gemm", OpKind::Gemm, l, gemm(h, attn_width, quants.gemm)),
+        op("add_norm_2", OpKind::ElementWise, l, OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h }),
+    ];
+    let embedding_ar = op("embedding_ar", OpKind::CustomAllReduce, 1.0, OpSpec::AllReduce { tp, hidden: h });
+    let p2p = op("p2p", OpKind::P2P, 0.0, OpSpec::P2P);
+    match model.family {
+        Family::Llama => {
+            let inter = model.inter;
+            ops.extend([
+                op("gate_ffn1_gemm", OpKind::Gemm, l, gemm(2 * inter / tp, h, quants.gemm)),
+                op(
+                    "act_gate",
+                    OpKind::ElementWise,
+                    l,
+                    OpSpec::ElementWise { dim_in: 2 * inter / tp, dim_out: inter / tp },
+                ),
+                op("ffn2_gemm", OpKind::Gemm, l, gemm(h, inter / tp, quants.gemm)),
+                logits,
+                embedding_ar,
+                op("ar_1", OpKind::CustomAllReduce, l, OpSpec::AllReduce { tp, hidden: h }),
+                op("ar_2", OpKind::CustomAllReduce, l, OpSpec::AllReduce { tp, hidden: h }),
+                p2p,
+            ]);
+        }
+        Family::Moe | Family::HybridMoe => {
+            let (moe_tp, moe_ep, quant) = (par.moe_tp, par.moe_ep, quants.moe);
+            let dispatch = OpSpec::MoeDispatch { hidden: h, moe_tp, moe_ep, quant };
+            ops.extend([
+                op("router_gemm", OpKind::Gemm, l, gemm(model.experts, h, GemmQuant::Bfloat16)),
+                op("moe_pre_dispatch", OpKind::MoEDispatch, l, dispatch),
+                op(
+                    "moe",
+                    OpKind::MoE,
+                    l,
+                    OpSpec::Moe {
+                        hidden: h,
+                        inter: model.moe_inter,
+                        topk: model.topk,
+                        experts: model.experts,
+                        moe_tp,
+                        moe_ep,
+                        quant,
+                        gated: true,
+                        distribution: model.distribution,
+                    },
+                ),
+                op("moe_post_dispatch", OpKind::MoEDispatch, l, dispatch),
+            ]);
+            if phase == Phase::Generation {
+                ops.push(logits);
+            }
+            ops.extend([embedding_ar, p2p]);
+        }
+    }
+    ops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qwen3_32b() -> ModelDesc {
+        ModelDesc {
+            architecture: "Qwen3ForCausalLM".into(),
+            family: Family::Llama,
+            layers: 64,
+            hidden: 5120,
+            heads: 64,
+            kv_heads: 8,
+            head_dim: 128,
+            inter: 25600,
+            vocab: 151936,
+            topk: 0,
+            experts: 0,
+            moe_inter: 25600,
+            use_qk_norm: true,
+            distribution: "power_law_1.2",
+        }
+    }
+
+    /// Spec 12.1: tp 8 -> qkv n = 1280, proj k = 1024, ffn1 n = 6400,
+    /// ffn2 k = 3200, logits n = 18992.
+    #[test]
+    fn llama_shapes_at_tp8() {
+        let model = qwen3_32b();
+        let Ok(par) = model.parallel(8, None, None, "vllm") else { panic!() };
+        assert_eq!((par.n, par.n_kv), (8, 1));
+        let quants =
+            Quants { gemm: GemmQuant::Fp8Block, kv: KvQuant::Fp8, fmha: FmhaQuant::Bfloat16, moe: MoeQuant::Fp8Block };
+        let ops = op_list(&model, &par, &quants, Phase::Context);
+        let names: Vec<&str> = ops.iter().map(|o| o.base).collect();
+        assert_eq!(
+            names,
+            [
+                "embedding",
+                "add_norm_1",
+                "qkv_gemm",
+                "attention",
+                "proj_gemm",
+                "add_norm_2",
+                "gate_ffn1_gemm",
+                "act_gate",
+                "ffn2_gemm",
+                "logits_gemm",
+                "embedding_ar",
+                "ar_1",
+                "ar_2",
+                "p2p"
+            ]
+        );
+        let gemms: Vec<(i64, i64)> = ops
+            .iter()
+            .filter_map(|o| match o.spec {
+                OpSpec::Gemm { n, k, .. } => Some((n, k)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(gemms, [(1280, 5120), (5120, 1024), (6400, 5120), (5120, 3200), (18992, 5120)]);
+    }
+}

@@ -1,0 +1,308 @@
+//! The public vocabulary of the engine step: queries, report rows, lookups
+//! and errors.
+
+use std::fmt;
+
+use crate::error::TablesError;
+use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
+use crate::quant::GemmQuant;
+
+/// Which static step: prefill (`static_ctx`) or one decode step (`static_gen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Phase {
+    Context,
+    Generation,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Context => "context",
+            Phase::Generation => "generation",
+        }
+    }
+
+    /// Prefix of the phase's op names.
+    pub(crate) fn prefix(self) -> &'static str {
+        self.name()
+    }
+}
+
+/// One engine-step estimate to compute.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StepQuery {
+    /// `Org/Name`, as in `model_configs/Org--Name_config.json`.
+    pub model: String,
+    pub system: String,
+    pub backend: String,
+    pub version: String,
+    pub phase: Phase,
+    pub tp: u32,
+    pub batch: u32,
+    pub isl: u32,
+    pub osl: u32,
+    /// MoE parallelism; one may be `None` (inferred from `tp == moe_tp * moe_ep`).
+    /// Dense models ignore both.
+    pub moe_tp: Option<u32>,
+    pub moe_ep: Option<u32>,
+    /// Union the database's tables with older versions (spec 4.2; on by default upstream).
+    pub shared_layer: bool,
+}
+
+/// The quant modes a step ran with, after inference and the FMHA guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quants {
+    pub gemm: GemmQuant,
+    pub kv: KvQuant,
+    pub fmha: FmhaQuant,
+    pub moe: MoeQuant,
+}
+
+impl Quants {
+    /// Communication always runs in `half`.
+    pub const COMM: &'static str = "half";
+}
+
+/// The op classes of the spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    Embedding,
+    ElementWise,
+    Gemm,
+    ContextAttention,
+    GenerationAttention,
+    CustomAllReduce,
+    P2P,
+    MoE,
+    MoEDispatch,
+}
+
+impl OpKind {
+    /// The SDK's class name (the goldens' `op_kind`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Embedding => "Embedding",
+            OpKind::ElementWise => "ElementWise",
+            OpKind::Gemm => "GEMM",
+            OpKind::ContextAttention => "ContextAttention",
+            OpKind::GenerationAttention => "GenerationAttention",
+            OpKind::CustomAllReduce => "CustomAllReduce",
+            OpKind::P2P => "P2P",
+            OpKind::MoE => "MoE",
+            OpKind::MoEDispatch => "MoEDispatch",
+        }
+    }
+}
+
+/// The first perf-table lookup an op makes, with its arguments in the SDK's order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Lookup {
+    Gemm {
+        m: i64,
+        n: i64,
+        k: i64,
+        quant: GemmQuant,
+    },
+    ContextAttention {
+        b: i64,
+        s: i64,
+        prefix: i64,
+        n: i64,
+        n_kv: i64,
+        kv: KvQuant,
+        fmha: FmhaQuant,
+        window: i64,
+        head_size: i64,
+    },
+    GenerationAttention {
+        b: i64,
+        s: i64,
+        n: i64,
+        n_kv: i64,
+        kv: KvQuant,
+        window: i64,
+        head_size: i64,
+    },
+    /// `query_custom_allreduce("half", tp, size)`.
+    CustomAllReduce {
+        tp: i64,
+        size: i64,
+    },
+    /// `query_nccl("half", g, op, size)`.
+    Nccl {
+        g: i64,
+        op: &'static str,
+        size: i64,
+    },
+    Moe {
+        num_tokens: i64,
+        hidden: i64,
+        inter: i64,
+        topk: i64,
+        experts: i64,
+        moe_tp: i64,
+        moe_ep: i64,
+        quant: MoeQuant,
+        distribution: &'static str,
+        gated: bool,
+    },
+}
+
+impl Lookup {
+    /// The perf table the lookup reads (`gemm_perf`).
+    pub fn table(&self) -> &'static str {
+        match self {
+            Lookup::Gemm { .. } => "gemm_perf",
+            Lookup::ContextAttention { .. } => "context_attention_perf",
+            Lookup::GenerationAttention { .. } => "generation_attention_perf",
+            Lookup::CustomAllReduce { .. } => "custom_allreduce_perf",
+            Lookup::Nccl { .. } => "nccl_perf",
+            Lookup::Moe { .. } => "moe_perf",
+        }
+    }
+
+    /// The SDK's `PerfDatabase` method (`query_gemm`).
+    pub fn method(&self) -> &'static str {
+        match self {
+            Lookup::Gemm { .. } => "query_gemm",
+            Lookup::ContextAttention { .. } => "query_context_attention",
+            Lookup::GenerationAttention { .. } => "query_generation_attention",
+            Lookup::CustomAllReduce { .. } => "query_custom_allreduce",
+            Lookup::Nccl { .. } => "query_nccl",
+            Lookup::Moe { .. } => "query_moe",
+        }
+    }
+
+    /// The call's arguments as the goldens' `lookup_args` JSON prints them:
+    /// `{"args": [1024, 1280, 5120, "fp8_block"], "kwargs": {}}`.
+    pub fn args_json(&self) -> String {
+        match *self {
+            Lookup::Gemm { m, n, k, quant } => format!(r#"{{"args": [{m}, {n}, {k}, "{quant}"], "kwargs": {{}}}}"#),
+            Lookup::ContextAttention { b, s, prefix, n, n_kv, kv, fmha, window, head_size } => format!(
+                r#"{{"args": [{b}, {s}, {prefix}, {n}, {n_kv}, "{kv}", "{fmha}"], "kwargs": {{"window_size": {window}, "head_size": {head_size}}}}}"#
+            ),
+            Lookup::GenerationAttention { b, s, n, n_kv, kv, window, head_size } => format!(
+                r#"{{"args": [{b}, {s}, {n}, {n_kv}, "{kv}"], "kwargs": {{"window_size": {window}, "head_size": {head_size}}}}}"#
+            ),
+            Lookup::CustomAllReduce { tp, size } => format!(r#"{{"args": ["half", {tp}, {size}], "kwargs": {{}}}}"#),
+            Lookup::Nccl { g, op, size } => format!(r#"{{"args": ["half", {g}, "{op}", {size}], "kwargs": {{}}}}"#),
+            Lookup::Moe { num_tokens, hidden, inter, topk, experts, moe_tp, moe_ep, quant, distribution, gated } => {
+                format!(
+                    r#"{{"args": [], "kwargs": {{"num_tokens": {num_tokens}, "hidden_size": {hidden}, "inter_size": {inter}, "topk": {topk}, "num_experts": {experts}, "moe_tp_size": {moe_tp}, "moe_ep_size": {moe_ep}, "quant_mode": "{quant}", "workload_distribution": "{distribution}", "is_context": true, "moe_backend": null, "is_gated": {gated}, "enable_eplb": false}}}}"#
+                )
+            }
+        }
+    }
+}
+
+impl fmt::Display for Lookup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.method(), self.args_json())
+    }
+}
+
+/// What a report row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    /// One op of the step (for generation: at one sampled decode step).
+    Op,
+    /// The sum of one sampled decode step's ops (`__gen_step_total__`).
+    GenStepTotal,
+}
+
+/// One row of a step report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpRow {
+    pub row_kind: RowKind,
+    /// Position in the op list; -1 for totals.
+    pub op_index: i32,
+    /// `context_qkv_gemm`, or `__gen_step_total__`.
+    pub op_name: String,
+    pub op_kind: Option<OpKind>,
+    /// Applications per step (`L` for per-layer ops); `None` for totals.
+    pub count: Option<f64>,
+    /// `fp8_block`, `fmha=bfloat16,kv=fp8`, `kv=fp8`, `half`, `bfloat16(act)`, or empty.
+    pub quant: String,
+    pub lookup: Option<Lookup>,
+    /// `exact_hit`, `site_transfer`, `grid_interpolation`, ... (several joined by `,`).
+    pub interp_path: Option<String>,
+    /// Latency of one application, `total_ms / count` as the SDK reports
+    /// it; `None` for totals.
+    pub latency_ms: Option<f64>,
+    /// `latency_ms * count` (for a step total: the step's sum).
+    pub total_ms: f64,
+    /// Contribution to the phase latency (generation: `total_ms * gen_repeat`).
+    pub weighted_total_ms: f64,
+    /// `silicon` (table), `empirical` (formula), `mixed` (both).
+    pub source: &'static str,
+    /// Generation only: the sample's first decode step `i`, its sequence
+    /// length `isl + i + 1` and how many decode steps it stands for.
+    pub gen_step_index: Option<u32>,
+    pub gen_s: Option<u32>,
+    pub gen_repeat: Option<u32>,
+}
+
+/// The result of [`engine_step`](super::engine_step).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepReport {
+    pub phase: Phase,
+    /// Context: the ops in list order. Generation: per sample, the ops in
+    /// list order followed by the sample's `__gen_step_total__` row.
+    pub rows: Vec<OpRow>,
+    /// Context: TTFT (ms). Generation: TPOT (ms; 0 when `osl <= 1`).
+    pub total_ms: f64,
+    /// Context: the context latency (= TTFT). Generation: all `osl - 1` decode steps.
+    pub phase_latency_ms: f64,
+    pub quants: Quants,
+}
+
+/// Why a step has no estimate.
+#[derive(Debug)]
+pub enum StepError {
+    /// A perf-table lookup of an op found no data (the spec raises
+    /// `PerfDataNotAvailableError`): never a silently smaller total.
+    Miss { op: String, lookup: Option<Box<Lookup>>, message: String },
+    /// The query names something that does not exist or is not supported.
+    Input(String),
+    /// The data could not be read.
+    Data(TablesError),
+}
+
+impl StepError {
+    pub(crate) fn input(message: impl Into<String>) -> StepError {
+        StepError::Input(message.into())
+    }
+}
+
+impl fmt::Display for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StepError::Miss { op, lookup: Some(lookup), message } => {
+                write!(f, "perf data not available for op '{op}': {lookup}: {message}")
+            }
+            StepError::Miss { op, lookup: None, message } => {
+                write!(f, "perf data not available for op '{op}': {message}")
+            }
+            StepError::Input(message) => f.write_str(message),
+            StepError::Data(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for StepError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StepError::Data(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<TablesError> for StepError {
+    fn from(e: TablesError) -> Self {
+        match e {
+            TablesError::InvalidInput(message) => StepError::Input(message),
+            other => StepError::Data(other),
+        }
+    }
+}
