@@ -25,17 +25,20 @@ pub enum MetaKind {
     Databases,
     Systems,
     Models,
+    ModelGemms,
     SupportMatrix,
 }
 
 impl MetaKind {
-    pub const ALL: [MetaKind; 4] = [MetaKind::Databases, MetaKind::Systems, MetaKind::Models, MetaKind::SupportMatrix];
+    pub const ALL: [MetaKind; 5] =
+        [MetaKind::Databases, MetaKind::Systems, MetaKind::Models, MetaKind::ModelGemms, MetaKind::SupportMatrix];
 
     pub fn name(self) -> &'static str {
         match self {
             MetaKind::Databases => "databases",
             MetaKind::Systems => "systems",
             MetaKind::Models => "models",
+            MetaKind::ModelGemms => "model_gemms",
             MetaKind::SupportMatrix => "support_matrix",
         }
     }
@@ -44,7 +47,7 @@ impl MetaKind {
     fn key(self) -> Option<&'static str> {
         match self {
             MetaKind::Systems => Some("system"),
-            MetaKind::Models => Some("model"),
+            MetaKind::Models | MetaKind::ModelGemms => Some("model"),
             _ => None,
         }
     }
@@ -76,6 +79,7 @@ impl SchemaProvider for MetaSchema {
             MetaKind::Databases => databases_schema(),
             MetaKind::Systems => systems_schema(),
             MetaKind::Models => models_schema(),
+            MetaKind::ModelGemms => model_gemms_schema(),
             MetaKind::SupportMatrix => support_matrix_schema(&self.tree)?,
         };
         Ok(Some(Arc::new(MetaTable { tree: Arc::clone(&self.tree), kind, schema })))
@@ -137,7 +141,7 @@ impl TableProvider for MetaTable {
                 }
                 systems(&specs)?
             }
-            MetaKind::Models => {
+            MetaKind::Models | MetaKind::ModelGemms => {
                 let docs = self.tree.model_configs();
                 let names: Vec<String> = docs.iter().map(|d| model_name(&d.stem)).collect();
                 let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -147,7 +151,7 @@ impl TableProvider for MetaTable {
                     let model = read_model_config(doc).map_err(context)?;
                     models.push((model, self.tree.release_label(doc.root).to_string()));
                 }
-                models_batch(&models)?
+                if self.kind == MetaKind::Models { models_batch(&models)? } else { model_gemms_batch(&models)? }
             }
             MetaKind::SupportMatrix => support_matrix_batch(&self.tree, &self.schema).map_err(|e| match e {
                 DataFusionError::External(inner) => {
@@ -346,6 +350,58 @@ fn models_batch(models: &[(aicsql_tables::ModelConfig, String)]) -> Result<Recor
         text(&|m, _| Some(m.path.display().to_string())),
     ];
     Ok(RecordBatch::try_new(models_schema(), arrays)?)
+}
+
+/// Tensor-parallel degrees `aic.meta.model_gemms` lists.
+const MODEL_GEMM_TPS: [u32; 4] = [1, 2, 4, 8];
+
+fn model_gemms_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        utf8("model", false),
+        Field::new("tp", DataType::Int64, false),
+        utf8("op", false),
+        Field::new("n", DataType::Int64, false),
+        Field::new("k", DataType::Int64, false),
+        utf8("quant", false),
+        Field::new("count", DataType::Float64, false),
+    ]))
+}
+
+/// Every GEMM op of every model at tp 1, 2, 4, 8. A (model, tp) the spec
+/// cannot price (unsupported architecture or quantization, heads not
+/// divisible by tp) has no rows; `engine_step` says why for a given one.
+fn model_gemms_batch(models: &[(aicsql_tables::ModelConfig, String)]) -> Result<RecordBatch> {
+    let (mut model, mut tp, mut op) = (StringBuilder::new(), Int64Builder::new(), StringBuilder::new());
+    let (mut n, mut k, mut quant) = (Int64Builder::new(), Int64Builder::new(), StringBuilder::new());
+    let mut count = datafusion::arrow::array::Float64Builder::new();
+    for (cfg, _) in models {
+        for degree in MODEL_GEMM_TPS {
+            let gemms = match aicsql_tables::step::model_gemms(cfg, degree) {
+                Ok(gemms) => gemms,
+                Err(aicsql_tables::step::StepError::Input(_)) => continue,
+                Err(e) => return Err(DataFusionError::Execution(format!("aic.meta.model_gemms: {}: {e}", cfg.model))),
+            };
+            for g in gemms {
+                model.append_value(&cfg.model);
+                tp.append_value(i64::from(degree));
+                op.append_value(g.op);
+                n.append_value(g.n);
+                k.append_value(g.k);
+                quant.append_value(g.quant.name());
+                count.append_value(g.count);
+            }
+        }
+    }
+    let arrays: Vec<ArrayRef> = vec![
+        Arc::new(model.finish()),
+        Arc::new(tp.finish()),
+        Arc::new(op.finish()),
+        Arc::new(n.finish()),
+        Arc::new(k.finish()),
+        Arc::new(quant.finish()),
+        Arc::new(count.finish()),
+    ];
+    Ok(RecordBatch::try_new(model_gemms_schema(), arrays)?)
 }
 
 /// `HuggingFaceID` → `hugging_face_id`, `ErrMsg` → `err_msg`.

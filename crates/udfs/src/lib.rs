@@ -10,6 +10,9 @@ mod gemm_args;
 pub mod gemm_latency;
 pub mod gemm_sol;
 pub mod gemm_trace;
+pub mod engine_step;
+pub mod step_args;
+pub mod step_latency;
 pub mod systems;
 
 use std::sync::Arc;
@@ -23,7 +26,9 @@ use aicsql_tables::DataTree;
 pub use config::{AicOptions, OnMiss};
 pub use gemm_latency::GemmLatency;
 pub use gemm_sol::GemmSolFn;
+pub use engine_step::EngineStep;
 pub use gemm_trace::GemmTrace;
+pub use step_latency::StepLatency;
 
 /// The mounted tree as a function field: functions compare and hash by
 /// identity (two registrations over the same tree are the same function).
@@ -65,13 +70,17 @@ pub fn scalar_functions(tree: &Arc<DataTree>) -> Vec<ScalarUDF> {
     vec![
         ScalarUDF::new_from_impl(GemmLatency::new(Arc::clone(tree))),
         ScalarUDF::new_from_impl(GemmSolFn::new(Arc::clone(tree), specs)),
+        ScalarUDF::new_from_impl(StepLatency::new(Arc::clone(tree))),
     ]
 }
 
 /// Registers every aicsql function on `ctx`.
 /// The aicsql table functions, by the name they are registered under.
 pub fn table_functions(tree: &Arc<DataTree>) -> Vec<(&'static str, Arc<dyn TableFunctionImpl>)> {
-    vec![(gemm_trace::NAME, Arc::new(GemmTrace::new(Arc::clone(tree))))]
+    vec![
+        (gemm_trace::NAME, Arc::new(GemmTrace::new(Arc::clone(tree)))),
+        (engine_step::NAME, Arc::new(EngineStep::new(Arc::clone(tree)))),
+    ]
 }
 
 pub fn register_all(ctx: &SessionContext, tree: &Arc<DataTree>) {

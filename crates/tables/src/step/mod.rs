@@ -7,6 +7,7 @@
 //! the op and the lookup, never a smaller total.
 
 mod eval;
+mod gemms;
 mod model;
 mod ops;
 mod quants;
@@ -17,6 +18,7 @@ use crate::step::eval::{At, Tables};
 use crate::step::model::{Family, ModelDesc, Parallel, model_config};
 use crate::step::ops::{Op, op_list};
 
+pub use gemms::{ModelGemm, model_gemms};
 pub use types::{Lookup, OpKind, OpRow, Phase, Quants, RowKind, StepError, StepQuery, StepReport};
 
 /// Decode steps one generation sample stands for (the SDK's default stride).
