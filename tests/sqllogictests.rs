@@ -38,11 +38,14 @@ async fn main() {
     for path in &files {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let ctx = SessionBuilder::with_tree(tree.clone()).build();
-        // The spec's goldens, as table `gemm_goldens` (the .slt files need no path).
-        let goldens = goldens.join("gemm_goldens.parquet");
-        ctx.register_parquet("gemm_goldens", goldens.to_string_lossy().as_ref(), ParquetReadOptions::default())
-            .await
-            .unwrap_or_else(|e| panic!("cannot register {}: {e}", goldens.display()));
+        // The spec's goldens, as tables `gemm_goldens` and
+        // `engine_step_goldens` (the .slt files need no path).
+        for table in ["gemm_goldens", "engine_step_goldens"] {
+            let file = goldens.join(format!("{table}.parquet"));
+            ctx.register_parquet(table, file.to_string_lossy().as_ref(), ParquetReadOptions::default())
+                .await
+                .unwrap_or_else(|e| panic!("cannot register {}: {e}", file.display()));
+        }
         let mut runner = sqllogictest::Runner::new(|| {
             let ctx = ctx.clone();
             let name = PathBuf::from(&name);
