@@ -110,9 +110,10 @@ def context(data: DataDirs = None, config: Optional[SessionConfig] = None, **set
 
 def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = True) -> None:
     """Registers into ``ctx``: the ``aic`` catalog, the Rust functions
-    (``gemm_latency``, ``gemm_sol``, ``gemm_trace``) and, unless
-    ``python_path=False``, the Python path (``py_gemm_latency``,
-    ``py_gemm_trace``) reading the same data.
+    (``gemm_latency``, ``gemm_sol``, ``gemm_trace``, ``step_latency``,
+    ``engine_step``) and, unless ``python_path=False``, the Python path
+    (``py_gemm_latency``, ``py_gemm_trace``, ``py_step_latency``) reading the
+    same data.
     """
     dirs = _data_dirs(data)
     library = _internal.Library(dirs)
@@ -132,5 +133,9 @@ def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = 
         def trace(settings, *args):
             return spec.gemm_trace_table(settings, *args, data=spec_data)
 
+        def step(settings, *arrays):
+            return spec.step_latency_batch(settings, *arrays, data=spec_data)
+
         ctx.register_udf(ScalarUDF.from_pycapsule(library.python_scalar("py_gemm_latency", "gemm_latency", latency)))
+        ctx.register_udf(ScalarUDF.from_pycapsule(library.python_scalar("py_step_latency", "step_latency", step)))
         ctx.register_udtf(TableFunction("py_gemm_trace", library.python_table_function("py_gemm_trace", "gemm_trace", trace), ctx))

@@ -144,3 +144,33 @@ def test_other_datafusion_major_is_refused(monkeypatch):
     monkeypatch.setattr(datafusion, "__version__", "54.1.0")
     with pytest.raises(ImportError, match="datafusion 55.x"):
         aicsql._check_datafusion()
+
+
+def test_every_golden_step_total_on_both_paths(ctx):
+    """step_latency and py_step_latency in SQL equal the spec's TTFT / TPOT
+    for every golden config (130 config-phases), bit for bit."""
+    ctx.register_parquet("steps", str(GOLDENS / "engine_step_goldens.parquet"))
+    got = rows(
+        ctx,
+        """SELECT count(*) AS total,
+                  sum(CASE WHEN rust = expected THEN 1 ELSE 0 END) AS rust_equal,
+                  sum(CASE WHEN py = expected THEN 1 ELSE 0 END) AS py_equal
+           FROM (SELECT CASE phase WHEN 'context' THEN ttft_ms ELSE tpot_ms END AS expected,
+                        step_latency(model, system || '/' || backend || '/' || version, phase, tp, batch, isl, osl,
+                                     CAST(moe_tp AS BIGINT), CAST(moe_ep AS BIGINT)) AS rust,
+                        py_step_latency(model, system || '/' || backend || '/' || version, phase, tp, batch, isl, osl,
+                                        CAST(moe_tp AS BIGINT), CAST(moe_ep AS BIGINT)) AS py
+                 FROM steps WHERE row_kind = 'step_total')""",
+    )
+    assert got == [{"total": 130, "rust_equal": 130, "py_equal": 130}]
+
+
+def test_worked_example_on_both_paths(ctx):
+    args = "'Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', '{}', 8, 1, 1024, 128"
+    got = rows(
+        ctx,
+        f"""SELECT step_latency({args.format('context')}) AS ttft, py_step_latency({args.format('context')}) AS py_ttft,
+                   step_latency({args.format('generation')}) AS tpot, py_step_latency({args.format('generation')}) AS py_tpot""",
+    )
+    assert got == [{"ttft": 24.74004986586315, "py_ttft": 24.74004986586315,
+                    "tpot": 7.121815664339327, "py_tpot": 7.121815664339327}]
