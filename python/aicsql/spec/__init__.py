@@ -6,6 +6,10 @@ so that the two can check each other bit for bit.
 Entry points (see `functions`): `gemm_latency_batch` and `gemm_trace_table`
 (called by the Rust bridge with the session's settings), `gemm_latency`,
 `gemm_trace` and `gemm_sol` (plain Python).
+
+The engine step (sections 1-3, 5-11; subpackages `step` and `kernels`):
+`step_latency_batch` (for the Rust bridge), `step_latency` and
+`engine_step` (the op-by-op breakdown).
 """
 
 from .data import Database, DataTree, data_dirs, open_tree
@@ -17,6 +21,9 @@ from .functions import (
     gemm_sol,
     gemm_trace,
     gemm_trace_table,
+    engine_step,
+    step_latency,
+    step_latency_batch,
 )
 from .gemm import GemmMiss, GemmSlice, GemmTable, gemm_sources, load_table
 from .pep440 import Version
@@ -35,6 +42,7 @@ __all__ = [
     "TRACE_SCHEMA",
     "Version",
     "data_dirs",
+    "engine_step",
     "gemm_latency",
     "gemm_latency_batch",
     "gemm_quant",
@@ -44,4 +52,6 @@ __all__ = [
     "gemm_trace_table",
     "load_table",
     "open_tree",
+    "step_latency",
+    "step_latency_batch",
 ]

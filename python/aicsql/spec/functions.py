@@ -287,3 +287,12 @@ def gemm_sol(db: str, quant: str, m: int, n: int, k: int, *, data=None, backend:
     database = tree.resolve(db, backend, version)
     check_shape(m, n, k)
     return _gemm_sol(SystemSpec.from_yaml(database.system, tree.system_yaml(database.system)), q, m, n, k)
+
+
+# ---- the engine step (aicsql.spec.step; ENGINE_STEP_SPEC.md) ------------------------------
+# Entry points of the engine-step estimator, next to the GEMM ones: the Rust
+# bridge calls `step_latency_batch` with the same settings dict.
+
+from .step.api import engine_step, step_latency, step_latency_batch  # noqa: E402
+
+__all__ += ["engine_step", "step_latency", "step_latency_batch"]

@@ -1,0 +1,123 @@
+"""aicsql.spec.kernels -- the perf tables an engine step reads, and their
+resolvers, restated from the spec (ENGINE_STEP_SPEC.md sections 4, 5, 7, 8).
+
+* `sources`   -- table files of every (system, backend, version) and the
+  source union (generalising the GEMM path's `gemm_sources`);
+* `grid`      -- the Grid resolver (7.1);
+* `system`    -- system constants and the SOL formulas 5.1, 5.3 - 5.9;
+* `attention`, `comm`, `moe` -- the tables and their queries;
+* GEMM lookups are the GEMM path's (`aicsql.spec.gemm`), unchanged.
+
+`Kernels` bundles one database's tables, each loaded on first use and kept
+per (data tree, database, shared layer).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Dict, Tuple
+
+from ..data import Database, DataTree
+from ..gemm import GemmTable, load_table
+from .attention import ContextAttentionTable, GenerationAttentionTable
+from .comm import CustomAllReduceTable, NcclTable
+from .grid import Grid, GridMiss, OutOfRange
+from .miss import PerfMiss, format_lookup
+from .moe import MoETable
+from .quant import COMM_QUANTS, FMHA_QUANTS, KV_QUANTS, MOE_QUANTS, fmha_quant, kv_quant, moe_quant
+from .sources import TableFile, table_index, table_sources
+from .system import StepSystem
+
+__all__ = [
+    "COMM_QUANTS",
+    "ContextAttentionTable",
+    "CustomAllReduceTable",
+    "FMHA_QUANTS",
+    "GenerationAttentionTable",
+    "Grid",
+    "GridMiss",
+    "KV_QUANTS",
+    "Kernels",
+    "MOE_QUANTS",
+    "MoETable",
+    "NcclTable",
+    "OutOfRange",
+    "PerfMiss",
+    "StepSystem",
+    "TableFile",
+    "fmha_quant",
+    "format_lookup",
+    "kernels_for",
+    "kv_quant",
+    "moe_quant",
+    "table_index",
+    "table_sources",
+]
+
+
+class Kernels:
+    """One database's perf tables, loaded lazily (thread-safe)."""
+
+    def __init__(self, tree: DataTree, db: Database, shared_layer: bool):
+        self.tree = tree
+        self.db = db
+        self.shared_layer = shared_layer
+        self.system = StepSystem(db.system, tree.read_yaml(tree.system_yaml(db.system)) or {},
+                                 tree.system_yaml(db.system))
+        self._tables: Dict[str, object] = {}
+        self._lock = threading.RLock()
+
+    def _get(self, name: str, build):
+        with self._lock:
+            table = self._tables.get(name)
+            if table is None:
+                table = self._tables[name] = build()
+            return table
+
+    @property
+    def gemm(self) -> GemmTable:
+        return self._get("gemm", lambda: load_table(self.tree, self.db, self.shared_layer))
+
+    @property
+    def context_attention(self) -> ContextAttentionTable:
+        return self._get(
+            "context_attention",
+            lambda: ContextAttentionTable(self.tree, self.db, self.shared_layer, self.system),
+        )
+
+    @property
+    def generation_attention(self) -> GenerationAttentionTable:
+        return self._get(
+            "generation_attention",
+            lambda: GenerationAttentionTable(self.tree, self.db, self.shared_layer, self.system),
+        )
+
+    @property
+    def nccl(self) -> NcclTable:
+        return self._get("nccl", lambda: NcclTable(self.tree, self.db.system, self.system))
+
+    @property
+    def custom_allreduce(self) -> CustomAllReduceTable:
+        def build():
+            nccl = self.nccl if self.system.num_gpus_per_node == 72 else None
+            return CustomAllReduceTable(self.tree, self.db, self.system, nccl)
+
+        return self._get("custom_allreduce", build)
+
+    @property
+    def moe(self) -> MoETable:
+        return self._get("moe", lambda: MoETable(self.tree, self.db, self.shared_layer, self.system))
+
+
+_KERNELS: Dict[Tuple[int, Database, bool], Kernels] = {}
+_KERNELS_LOCK = threading.Lock()
+
+
+def kernels_for(tree: DataTree, db: Database, shared_layer: bool = True) -> Kernels:
+    """The tables of a database, kept per (tree, database, shared layer)."""
+    key = (id(tree), db, bool(shared_layer))
+    with _KERNELS_LOCK:
+        k = _KERNELS.get(key)
+        if k is None or k.tree is not tree:
+            k = _KERNELS[key] = Kernels(tree, db, bool(shared_layer))
+        return k

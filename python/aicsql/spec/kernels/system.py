@@ -1,0 +1,138 @@
+"""System constants and the speed-of-light formulas of the engine step
+(spec sections 5.1 and 5.3 - 5.9).
+
+Every formula is written the way the spec writes it, operand for operand and
+left to right: the yaml's integers stay Python ``int`` so ``2*b*n*d*2*kv_len
+/ flops`` is an integer true division (correctly rounded), exactly what the
+spec computes. Changing the association order, or pre-computing a float
+constant, changes the last bits.
+
+The GEMM SOL (5.2) is ``aicsql.spec.sol.gemm_sol`` and is reused unchanged;
+`StepSystem.gemm` is the ``SystemSpec`` it takes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Union
+
+from ..sol import QuantMode, SystemSpec
+
+__all__ = ["StepSystem"]
+
+Number = Union[int, float]
+
+
+class StepSystem:
+    """The fields of ``systems/<system>.yaml`` the engine step reads (spec 5)."""
+
+    def __init__(self, name: str, doc: dict, path: Optional[str] = None):
+        self.name = name
+        self.path = path
+        self.gemm = SystemSpec(name, doc, path)  # the GEMM path's view of the same yaml
+        gpu = doc.get("gpu") or {}
+        node = doc.get("node") or {}
+        misc = doc.get("misc") or {}
+
+        def need(section: dict, section_name: str, key: str):
+            try:
+                return section[key]
+            except KeyError:
+                raise ValueError(f"{path or name}: {section_name}.{key} is missing") from None
+
+        self.mem_bw = need(gpu, "gpu", "mem_bw")
+        self.mem_bw_empirical_scaling_factor = need(gpu, "gpu", "mem_bw_empirical_scaling_factor")
+        self.mem_empirical_constant_latency = need(gpu, "gpu", "mem_empirical_constant_latency")
+        self.bfloat16_tc_flops = need(gpu, "gpu", "bfloat16_tc_flops")
+        self.num_gpus_per_node = need(node, "node", "num_gpus_per_node")
+        self.num_gpus_per_rack = node.get("num_gpus_per_rack", math.inf)  # optional, default infinity
+        self.intra_node_bw = need(node, "node", "intra_node_bw")
+        self.inter_node_bw = need(node, "node", "inter_node_bw")
+        # Optional; falls back to the inter-node bandwidth (spec 5.1).
+        self.inter_rack_bw = node.get("inter_rack_bw", self.inter_node_bw)
+        self.p2p_latency = node.get("p2p_latency")
+        self.nccl_version = misc.get("nccl_version")
+        if self.nccl_version is not None:
+            self.nccl_version = str(self.nccl_version)
+
+    # ---- 5.1 ------------------------------------------------------------------
+
+    def bw(self, g: int) -> Number:
+        """Point-to-point bandwidth (B/s) for a collective over g GPUs."""
+        if g <= self.num_gpus_per_node:
+            return self.intra_node_bw
+        if g <= self.num_gpus_per_rack:
+            return self.inter_node_bw
+        return self.inter_rack_bw
+
+    # ---- 5.5 ------------------------------------------------------------------
+
+    def mem_op(self, nbytes: int) -> float:
+        """A memory-bound op moving `nbytes` (SILICON mode: the empirical formula)."""
+        return (
+            nbytes / (self.mem_bw * self.mem_bw_empirical_scaling_factor) + self.mem_empirical_constant_latency
+        ) * 1000
+
+    # ---- 5.3 ------------------------------------------------------------------
+
+    def context_attention_sol(
+        self, b: int, s: int, prefix: int, n: int, n_kv: int, d: int, w: int, q_kv: QuantMode, q_f: QuantMode
+    ) -> float:
+        full = s + prefix
+        if w > 0 and full > w:
+            ops = 2 * b * (full - prefix) * w * n * d * 2
+        else:
+            ops = 2 * b * (full**2 - prefix**2) * n * d * 2 / 2
+        mem = 2 * b * (2 * n * (full - prefix) * d) + q_kv.memory * b * (2 * n_kv * full * d)
+        return max(ops / self.bfloat16_tc_flops * 1000 / q_f.compute, mem / self.mem_bw * 1000)
+
+    # ---- 5.4 ------------------------------------------------------------------
+
+    def generation_attention_sol(self, b: int, s: int, n: int, n_kv: int, d: int, w: int, q_kv: QuantMode) -> float:
+        kv_len = min(s - 1, w) if w > 0 else s - 1
+        mult = 2 if q_kv.name == "fp8" else 1
+        ops = 2 * b * n * d * 2 * kv_len
+        mem = b * (n * d * 2 + 2 * n_kv * kv_len * d * q_kv.memory + n * d * 2)
+        return max(ops / self.bfloat16_tc_flops * 1000 / mult, mem / self.mem_bw * 1000)
+
+    # ---- 5.6 ------------------------------------------------------------------
+
+    def custom_allreduce_sol(self, tp: int, size: Number) -> float:
+        if tp == 1:
+            return 0
+        return 2 * size * 2 / tp * (tp - 1) / self.bw(tp) * 1000
+
+    # ---- 5.7 ------------------------------------------------------------------
+
+    def nccl_sol(self, q: QuantMode, g: int, op: str, size: Number) -> float:
+        sol = q.memory * size * (g - 1) / g / self.bw(g) * 1000
+        if op == "all_reduce":
+            return sol * 2  # a power-of-two factor: exact wherever it is applied
+        return sol
+
+    # ---- 5.8 ------------------------------------------------------------------
+
+    def moe_sol(
+        self,
+        tokens: Number,
+        h: int,
+        inter: int,
+        topk: int,
+        e: int,
+        etp: int,
+        eep: int,
+        q: QuantMode,
+        gated: bool = True,
+    ) -> float:
+        gates = 3 if gated else 2
+        tt = tokens * topk
+        ops = tt * h * inter * gates * 2 // eep // etp
+        mem = q.memory * (
+            tt // eep * h * 2 + tt // eep * inter * gates // etp + h * inter * gates // etp * min(e // eep, tt // eep)
+        )
+        return max(ops / (self.bfloat16_tc_flops * q.compute) * 1000, mem / self.mem_bw * 1000)
+
+    # ---- 5.9 ------------------------------------------------------------------
+
+    def p2p_latency_ms(self, nbytes: int) -> float:
+        return (nbytes / self.inter_node_bw + self.p2p_latency) * 1000
