@@ -155,7 +155,7 @@ fn second_fetch_does_no_network_io() {
 fn shipped_sql_files_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for dir in ["examples", "queries/catalog", "queries/gemm"] {
+    for dir in ["examples", "queries/catalog", "queries/gemm", "queries/step"] {
         for entry in std::fs::read_dir(root.join(dir)).expect("list") {
             let path = entry.expect("entry").path();
             if path.extension().is_some_and(|x| x == "sql") {
@@ -169,4 +169,13 @@ fn shipped_sql_files_run() {
         assert!(ok, "{}: {err}", file.display());
         assert!(out.lines().count() > 1, "{} printed no rows", file.display());
     }
+}
+
+/// The worked example (ENGINE_STEP_SPEC.md 12) prints the spec's TTFT and TPOT.
+#[test]
+fn engine_step_example_shows_the_worked_example() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/engine_step.sql");
+    let (ok, out, err) = run(aicsql().args(["-q", "--format", "csv", "-f"]).arg(&file));
+    assert!(ok, "{err}");
+    assert!(out.contains("24.74004986586315,7.121815664339327"), "{out}");
 }
