@@ -48,9 +48,10 @@ struct Args {
     #[arg(short, long)]
     quiet: bool,
 
-    /// Rows to show in table output ('inf' for all)
-    #[arg(long, default_value = "40")]
-    maxrows: MaxRows,
+    /// Rows to show in table output ('inf' for all; default 40). Other
+    /// formats print every row unless this is given.
+    #[arg(long)]
+    maxrows: Option<MaxRows>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -156,7 +157,10 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
     let mut print_options = PrintOptions {
         format: args.format,
         quiet: args.quiet,
-        maxrows: args.maxrows,
+        maxrows: args.maxrows.unwrap_or(match args.format {
+            PrintFormat::Table | PrintFormat::Automatic => MaxRows::Limited(40),
+            _ => MaxRows::Unlimited,
+        }),
         color: true,
         instrumented_registry: registry,
     };

@@ -179,3 +179,15 @@ fn engine_step_example_shows_the_worked_example() {
     assert!(ok, "{err}");
     assert!(out.contains("24.74004986586315,7.121815664339327"), "{out}");
 }
+
+/// Machine-readable formats print every row (the 40-row default is for tables).
+#[test]
+fn csv_output_is_not_truncated() {
+    let (ok, out, err) = run(aicsql().args(["-q", "--format", "csv", "-c", "SELECT * FROM generate_series(1, 20000)"]));
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().count(), 20001, "header + 20000 rows");
+    let (ok, out, err) = run(aicsql().args(["-q", "--maxrows", "5", "--format", "csv", "-c", "SELECT * FROM generate_series(1, 20000)"]));
+    assert!(ok, "{err}");
+    // datafusion-cli cuts non-table output at batch granularity.
+    assert!(out.lines().count() < 20001, "--maxrows still applies when given");
+}

@@ -1,0 +1,43 @@
+"""Parity scans: the Rust path against the Python path, query by query.
+
+aicsql has two implementations of aiconfigurator's GEMM estimator: the Rust
+one behind ``gemm_latency`` / ``gemm_trace`` (the product) and the
+pure-Python restatement of the spec behind ``py_gemm_latency`` /
+``py_gemm_trace``. Parity between them is bit-identical or it is a bug.
+This package runs the SQL in ``queries/parity/`` over large query sets and
+collects one report::
+
+    import aicsql, aicsql.parity
+    ctx = aicsql.context()
+    report = aicsql.parity.run(ctx, scan="gemm-models")      # pyarrow.Table
+    print(aicsql.parity.format_summary(report))
+    aicsql.parity.bisect(ctx, "h200_sxm/vllm/0.19.0", "fp8_block", 32, 1280, 5120)
+
+or from the command line: ``python -m aicsql.parity --scan gemm-models
+--out report.parquet`` (exit status 1 on any DRIFT or REGRESSION).
+
+Statuses per query: STRICT_PASS (both answered, same bits), DRIFT (both
+answered, different bits; ``rel_diff`` says by how much), REGRESSION (only
+the Python path answered), EXTRA (only the Rust path answered), MISS_BOTH
+(neither: the spec misses).
+"""
+
+from __future__ import annotations
+
+from .report import exit_status, format_summary, status_counts, summary, worst_drifts, write
+from .runner import STATUSES, bisect, evaluate, run
+from .scans import SCANS
+
+__all__ = [
+    "SCANS",
+    "STATUSES",
+    "run",
+    "evaluate",
+    "bisect",
+    "summary",
+    "format_summary",
+    "status_counts",
+    "worst_drifts",
+    "exit_status",
+    "write",
+]
