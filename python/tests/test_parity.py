@@ -445,3 +445,15 @@ def test_progress_disabled_writes_nothing():
     with progress_mod.Progress(10, "scan", stream=stream, enabled=False) as bar:
         bar.update(10)
     assert stream.getvalue() == ""
+
+
+def test_steps_scan_quick_run_has_no_failures():
+    """The engine-step scan (step_latency vs py_step_latency) over the first
+    configs of step_grid.sql: every config priced alike on both paths."""
+    ctx = aicsql.context()
+    report = parity.run(ctx, "steps", limit=200, progress=False)
+    counts = parity.status_counts(report)
+    assert report.num_rows == 200
+    assert counts["DRIFT"] == counts["REGRESSION"] == counts["EXTRA"] == 0, counts
+    assert counts["STRICT_PASS"] > 0, counts
+    assert set(report.column_names) >= {"model", "db", "phase", "tp", "batch", "isl", "osl", "rust_ms", "py_ms", "status"}

@@ -34,13 +34,14 @@ def _positive(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m aicsql.parity",
-        description="Rust path vs Python path of aicsql's GEMM estimator, query by query. "
+        description="Rust path vs Python path of aicsql's estimators, query by query. "
         "Prints counts per status (STRICT_PASS, DRIFT, REGRESSION, EXTRA, MISS_BOTH), the speed "
         "of each path and the worst drifts; exits 1 on any DRIFT or REGRESSION.",
     )
     p.add_argument("--scan", choices=SCANS, default="gemm-models",
                    help="gemm-models: every model GEMM x m ladder x database x quant (default); "
-                   "goldens: the spec's GEMM goldens; random: seeded random shapes")
+                   "goldens: the spec's GEMM goldens; random: seeded random shapes; "
+                   "steps: engine-step configs (step_latency vs py_step_latency)")
     p.add_argument("--out", metavar="FILE", help="write the per-query report to FILE (.parquet or .csv)")
     p.add_argument("--data", metavar="DIR", action="append",
                    help="data directory (repeatable; default: the aicsql cache, $AICSQL_DATA)")
@@ -53,10 +54,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-size", type=_positive, default=DEFAULT_CHUNK, metavar="N",
                    help=f"queries per SQL run (default {DEFAULT_CHUNK})")
     p.add_argument("--worst", type=int, default=10, metavar="N", help="DRIFT rows to print (default 10)")
-    p.add_argument("--rust", default="gemm_latency", metavar="FUNCTION",
-                   help="the scalar function taken as the Rust side (default gemm_latency)")
-    p.add_argument("--python", default="py_gemm_latency", metavar="FUNCTION",
-                   help="the scalar function taken as the Python side (default py_gemm_latency)")
+    p.add_argument("--rust", metavar="FUNCTION",
+                   help="the scalar function taken as the Rust side (default gemm_latency; step_latency for steps)")
+    p.add_argument("--python", metavar="FUNCTION",
+                   help="the scalar function taken as the Python side (default py_gemm_latency; py_step_latency for steps)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
 

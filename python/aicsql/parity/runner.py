@@ -103,10 +103,23 @@ def _flag(value: Union[bool, str]) -> bool:
 # ---- evaluation ------------------------------------------------------------------------------
 
 
-def _verdict_sql() -> str:
-    stmts = sqlfiles.statements(sqlfiles.load("gemm_parity.sql"))
+class Kind:
+    """What a scan compares: the default function pair, their arguments (the
+    query table's columns), and the parity file whose second statement is
+    the verdict."""
+
+    def __init__(self, rust: str, python: str, args: str, sql_file: str):
+        self.rust, self.python, self.args, self.sql_file = rust, python, args, sql_file
+
+
+GEMM = Kind("gemm_latency", "py_gemm_latency", "db, quant, m, n, k", "gemm_parity.sql")
+STEPS = Kind("step_latency", "py_step_latency", "model, db, phase, tp, batch, isl, osl, moe_tp, moe_ep", "step_parity.sql")
+
+
+def _verdict_sql(sql_file: str = GEMM.sql_file) -> str:
+    stmts = sqlfiles.statements(sqlfiles.load(sql_file))
     if len(stmts) != 2 or "parity_results" not in stmts[1]:
-        raise ValueError("gemm_parity.sql must hold two statements: the parity_results view, then the verdict over it")
+        raise ValueError(f"{sql_file} must hold two statements: the parity_results view, then the verdict over it")
     return stmts[1]
 
 
@@ -123,20 +136,23 @@ def evaluate(
     ctx,
     queries: pa.Table,
     *,
-    rust: str = "gemm_latency",
-    python: str = "py_gemm_latency",
+    rust: Optional[str] = None,
+    python: Optional[str] = None,
     chunk_size: int = DEFAULT_CHUNK,
     progress: Optional[Progress] = None,
     offset: int = 0,
+    kind: Kind = GEMM,
 ) -> Tuple[pa.Table, float, float]:
-    """Both paths and the verdict for every row of ``queries`` (columns
-    ``db, quant, m, n, k`` and any others), under the session's current
-    settings. Returns (report rows in query order, seconds of the Rust
+    """Both paths and the verdict for every row of ``queries`` (the columns
+    ``kind.args`` names -- ``db, quant, m, n, k`` for GEMMs -- and any
+    others), under the session's current settings. Returns (report rows in query order, seconds of the Rust
     column, seconds of the Python column). ``progress`` is advanced by the
     rows done, starting at ``offset``."""
+    rust = rust or kind.rust
+    python = python or kind.python
     sqlfiles.check_identifier(rust)
     sqlfiles.check_identifier(python)
-    verdict = _verdict_sql()
+    verdict = _verdict_sql(kind.sql_file)
     if ROW_ID in queries.column_names:
         raise ValueError(f"the queries table may not have a column named {ROW_ID!r}")
     queries = queries.append_column(ROW_ID, pa.array(range(queries.num_rows), pa.int64()))
@@ -151,13 +167,14 @@ def evaluate(
             t0 = time.perf_counter()
             try:
                 result = ctx.sql(
-                    f"SELECT {ROW_ID}, {function}(db, quant, m, n, k) AS {column} FROM parity_queries"
+                    f"SELECT {ROW_ID}, {function}({kind.args}) AS {column} FROM parity_queries"
                 ).to_arrow_table()
             except Exception as e:
                 first = chunk.slice(0, 1).to_pylist()[0]
+                where = ", ".join(f"{k}={first.get(k)!r}" for k in (a.strip() for a in kind.args.split(",")))
                 raise RuntimeError(
                     f"the {label} path ({function}) failed on rows {start}..{start + chunk.num_rows - 1} "
-                    f"(from db={first['db']!r}, quant={first['quant']!r}): {e}"
+                    f"(from {where}): {e}"
                 ) from e
             elapsed = time.perf_counter() - t0
             if label == "Rust":
@@ -202,15 +219,16 @@ def run(
     seed: int = 0,
     size: int = 100_000,
     chunk_size: int = DEFAULT_CHUNK,
-    rust: str = "gemm_latency",
-    python: str = "py_gemm_latency",
+    rust: Optional[str] = None,
+    python: Optional[str] = None,
     progress: Optional[bool] = None,
 ) -> pa.Table:
     """Runs a parity scan and returns its report: one row per query with
     ``scan, shared_layer``, the query's columns, ``rust_ms, py_ms, status,
     rel_diff`` (and ``golden_ms, golden_match`` for the goldens).
 
-    ``scan``: 'gemm-models', 'goldens' or 'random' (see :mod:`.scans`); or
+    ``scan``: 'gemm-models', 'goldens', 'random' or 'steps' (engine-step
+    configs, compared with step_latency / py_step_latency; see :mod:`.scans`); or
     pass your own ``queries`` table (``db, quant, m, n, k``, ...), then
     ``scan`` only labels the report.
     ``shared_layer``: the ``aic.shared_layer`` mode(s) to run in. Default:
@@ -220,7 +238,8 @@ def run(
     status, not an error).
     ``limit``: at most N queries (per mode). ``seed``, ``size``: the random
     scan. ``rust``, ``python``: the scalar functions compared (default the
-    product pair; a test registers a faulty Python variant and names it here).
+    product pair of the scan's kind; a test registers a faulty Python
+    variant and names it here).
     ``progress``: None = automatic (see :class:`Progress`), False = silent.
 
     Timing goes into the schema metadata (``aicsql.parity.*``): the seconds
@@ -230,6 +249,9 @@ def run(
     wall0 = time.perf_counter()
     if queries is None and scan not in scans.SCANS:
         raise ValueError(f"unknown scan {scan!r}; valid: {', '.join(scans.SCANS)}")
+    kind = STEPS if scan == "steps" else GEMM
+    rust = rust or kind.rust
+    python = python or kind.python
     settings = _Settings(ctx)
     try:
         settings.set("aic.on_miss", "null")
@@ -252,10 +274,12 @@ def run(
                 table = queries if limit is None else queries.slice(0, limit)
             elif scan == "goldens":
                 table = scans.goldens_queries(mode, limit)
-            elif plans:  # gemm-models and random do not depend on the mode: build once
+            elif plans:  # the other scans do not depend on the mode: build once
                 table = plans[0][1]
             elif scan == "gemm-models":
                 table = scans.gemm_model_queries(ctx, limit)
+            elif scan == "steps":
+                table = scans.step_queries(ctx, limit)
             else:
                 table = scans.random_queries(ctx, size=size, seed=seed, limit=limit)
             build_s += time.perf_counter() - t0
@@ -269,7 +293,7 @@ def run(
             for mode, table in plans:
                 settings.set("aic.shared_layer", "true" if mode else "false")
                 report, r_s, p_s = evaluate(
-                    ctx, table, rust=rust, python=python, chunk_size=chunk_size, progress=bar, offset=done
+                    ctx, table, rust=rust, python=python, chunk_size=chunk_size, progress=bar, offset=done, kind=kind
                 )
                 done += table.num_rows
                 rust_s += r_s

@@ -11,6 +11,11 @@ with at least ``db, quant, m, n, k`` (plus columns that explain the row).
 ``random``
     seeded random shapes over every (database, quant mode): m in [0, 2^22],
     n and k in [1, 2^18].
+``steps``
+    engine-step configs (``queries/parity/step_grid.sql``): every LLAMA and
+    MOE model x the h200_sxm and gb200 databases with every table a step
+    reads x tp 1/2/4/8 x batch 1/8/64 x isl 128/1024/4096/16384 x osl 2/128
+    x both phases; compared with ``step_latency`` / ``py_step_latency``.
 """
 
 from __future__ import annotations
@@ -31,10 +36,11 @@ __all__ = [
     "gemm_model_queries",
     "goldens_queries",
     "random_queries",
+    "step_queries",
     "db_quants",
 ]
 
-SCANS = ("gemm-models", "goldens", "random")
+SCANS = ("gemm-models", "goldens", "random", "steps")
 
 # Ranges of the random scan (inclusive).
 RANDOM_M = (0, 1 << 22)
@@ -168,3 +174,13 @@ def random_queries(
             "k": pa.array(cols["k"], pa.int64()),
         }
     )
+
+
+# ---- steps ---------------------------------------------------------------------------------
+
+
+def step_queries(ctx, limit: Optional[int] = None) -> pa.Table:
+    """The configs of ``step_grid.sql`` (ordered by model, db, phase, tp,
+    batch, isl, osl); ``limit`` keeps the first N."""
+    (sql,) = sqlfiles.statements(sqlfiles.load("step_grid.sql"))
+    return ctx.sql(_limit_sql(sql, limit)).to_arrow_table()
