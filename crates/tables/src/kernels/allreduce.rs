@@ -104,11 +104,14 @@ impl AllReduceTable {
         if tp <= per_node {
             return Ok((latency, path));
         }
-        // (tp-1)/tp * G/(G-1) * bw(G)/bw(tp), each ratio as Python divides it.
+        // The SDK's `(tp - 1) / tp * G / (G - 1) * bw(G) / bw(tp)`, evaluated
+        // left to right as Python does (not ratio by ratio: that rounds
+        // differently, 1 ulp on gb200 tp 8). Only the first division is int /
+        // int; every later operand meets a float and converts exactly.
         let g = per_node;
-        let ratio = |a: crate::system::Num, b: crate::system::Num| crate::pymath::py_true_div(a, b).unwrap_or(f64::NAN);
         let int = |v: i64| crate::system::Num::Int(i128::from(v));
-        let factor = ratio(int(tp - 1), int(tp)) * ratio(int(g), int(g - 1)) * ratio(sol.bw(g), sol.bw(tp));
+        let first = crate::pymath::py_true_div(int(tp - 1), int(tp)).unwrap_or(f64::NAN);
+        let factor = first * g as f64 / (g - 1) as f64 * sol.bw(g).as_f64() / sol.bw(tp).as_f64();
         Ok((latency * factor, path))
     }
 }
