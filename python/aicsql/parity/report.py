@@ -123,7 +123,10 @@ def format_summary(report: pa.Table, worst: int = 10) -> str:
     if drifts.num_rows:
         lines.append("")
         lines.append(f"worst {drifts.num_rows} DRIFT rows (by rel_diff):")
-        cols = ["shared_layer", "db", "quant", "m", "n", "k", "rust_ms", "py_ms", "rel_diff"]
+        # The query's own columns (GEMM: db, quant, m, n, k; steps: model, db, phase, ...).
+        skip = {"scan", "rust_ms", "py_ms", "status", "rel_diff", "golden_ms", "golden_match"}
+        query_cols = [c for c in drifts.column_names if c not in skip]
+        cols = query_cols + ["rust_ms", "py_ms", "rel_diff"]
         lines.append(_table(cols, [[r[c] for c in cols] for r in drifts.select(cols).to_pylist()]))
     lines.append("")
     failing = [f"{counts[x]:,} {x}" for x in FAILING if counts[x]]
