@@ -150,3 +150,23 @@ pub fn constant(function: &str, session: &dyn Session, expr: &Expr, position: us
         _ => plan_err!("{function}: argument {position} must be a constant"),
     }
 }
+
+/// A constant text argument (`NULL` → `None`).
+pub fn constant_text(function: &str, position: usize, value: &ScalarValue) -> Result<Option<String>> {
+    match value {
+        ScalarValue::Utf8(v) | ScalarValue::LargeUtf8(v) | ScalarValue::Utf8View(v) => Ok(v.clone()),
+        ScalarValue::Null => Ok(None),
+        other => plan_err!("{function}: argument {position} must be text, got {}", other.data_type()),
+    }
+}
+
+/// A constant integer argument (`NULL` → `None`).
+pub fn constant_int(function: &str, position: usize, value: &ScalarValue) -> Result<Option<i64>> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    match value.cast_to(&DataType::Int64)? {
+        ScalarValue::Int64(v) if value.data_type().is_integer() => Ok(v),
+        _ => plan_err!("{function}: argument {position} must be an integer, got {}", value.data_type()),
+    }
+}

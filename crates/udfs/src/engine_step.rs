@@ -13,7 +13,7 @@ use datafusion::datasource::MemTable;
 use aicsql_tables::DataTree;
 use aicsql_tables::step::{Lookup, OpRow, RowKind, StepError, StepModel, StepReport};
 
-use crate::args::constant;
+use crate::args::{constant, constant_int, constant_text};
 use crate::config::{AicOptions, OnMiss};
 use crate::database::resolve;
 use crate::step_args::{ARGS, phase, shape, step_error};
@@ -80,24 +80,6 @@ impl EngineStep {
     }
 }
 
-fn text(value: &ScalarValue, position: usize) -> Result<Option<String>> {
-    match value {
-        ScalarValue::Utf8(v) | ScalarValue::LargeUtf8(v) | ScalarValue::Utf8View(v) => Ok(v.clone()),
-        ScalarValue::Null => Ok(None),
-        other => plan_err!("{NAME}: argument {position} ({}) must be text, got {}", ARGS[position - 1], other.data_type()),
-    }
-}
-
-fn int(value: &ScalarValue, position: usize) -> Result<Option<i64>> {
-    if value.is_null() {
-        return Ok(None);
-    }
-    match value.cast_to(&DataType::Int64)? {
-        ScalarValue::Int64(v) if value.data_type().is_integer() => Ok(v),
-        _ => plan_err!("{NAME}: argument {position} ({}) must be an integer, got {}", ARGS[position - 1], value.data_type()),
-    }
-}
-
 impl TableFunctionImpl for EngineStep {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let exprs = args.exprs();
@@ -110,10 +92,14 @@ impl TableFunctionImpl for EngineStep {
         let options = AicOptions::from_config(session.config().options())?;
         let schema = Self::schema();
         let empty = || -> Result<Arc<dyn TableProvider>> { Ok(Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![]])?)) };
-        let (Some(model), Some(db), Some(phase_name)) = (text(&values[0], 1)?, text(&values[1], 2)?, text(&values[2], 3)?) else {
+        let (Some(model), Some(db), Some(phase_name)) = (
+            constant_text(NAME, 1, &values[0])?,
+            constant_text(NAME, 2, &values[1])?,
+            constant_text(NAME, 3, &values[2])?,
+        ) else {
             return empty();
         };
-        let ints: Vec<Option<i64>> = values[3..].iter().enumerate().map(|(i, v)| int(v, i + 4)).collect::<Result<_>>()?;
+        let ints: Vec<Option<i64>> = values[3..].iter().enumerate().map(|(i, v)| constant_int(NAME, i + 4, v)).collect::<Result<_>>()?;
         let (Some(tp), Some(batch), Some(isl), Some(osl)) = (ints[0], ints[1], ints[2], ints[3]) else {
             return empty();
         };

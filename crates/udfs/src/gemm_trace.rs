@@ -14,7 +14,7 @@ use datafusion::datasource::MemTable;
 
 use aicsql_tables::{DataTree, TraceStep};
 
-use crate::args::constant;
+use crate::args::{constant, constant_int, constant_text};
 use crate::config::AicOptions;
 use crate::database::resolve;
 use crate::gemm_args::{check_shape, gemm_table, quant};
@@ -58,24 +58,6 @@ impl GemmTrace {
     }
 }
 
-fn text(value: &ScalarValue, position: usize) -> Result<Option<String>> {
-    match value {
-        ScalarValue::Utf8(v) | ScalarValue::LargeUtf8(v) | ScalarValue::Utf8View(v) => Ok(v.clone()),
-        ScalarValue::Null => Ok(None),
-        other => plan_err!("{NAME}: argument {position} must be text, got {}", other.data_type()),
-    }
-}
-
-fn int(value: &ScalarValue, position: usize) -> Result<Option<i64>> {
-    if value.is_null() {
-        return Ok(None);
-    }
-    match value.cast_to(&DataType::Int64)? {
-        ScalarValue::Int64(v) if value.data_type().is_integer() => Ok(v),
-        _ => plan_err!("{NAME}: argument {position} must be an integer, got {}", value.data_type()),
-    }
-}
-
 impl TableFunctionImpl for GemmTrace {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let exprs = args.exprs();
@@ -87,7 +69,13 @@ impl TableFunctionImpl for GemmTrace {
             exprs.iter().enumerate().map(|(i, e)| constant(NAME, session, e, i + 1)).collect::<Result<_>>()?;
         let options = AicOptions::from_config(session.config().options())?;
         let schema = Self::schema();
-        let (db, q, m, n, k) = (text(&values[0], 1)?, text(&values[1], 2)?, int(&values[2], 3)?, int(&values[3], 4)?, int(&values[4], 5)?);
+        let (db, q, m, n, k) = (
+            constant_text(NAME, 1, &values[0])?,
+            constant_text(NAME, 2, &values[1])?,
+            constant_int(NAME, 3, &values[2])?,
+            constant_int(NAME, 4, &values[3])?,
+            constant_int(NAME, 5, &values[4])?,
+        );
         let (Some(db), Some(q), Some(m), Some(n), Some(k)) = (db, q, m, n, k) else {
             // NULL in, nothing out.
             return Ok(Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![]])?));
