@@ -22,6 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from _support import have_data, require
+
 try:
     import aicsql.spec  # noqa: F401
 except ImportError:
@@ -52,32 +54,8 @@ VALUE_COLUMNS = ("latency_ms", "total_ms", "weighted_total_ms")
 LABEL_COLUMNS = ("op_name", "op_kind", "count", "quant", "lookup_table", "lookup_args", "interp_path")
 
 
-def _require(condition: bool, what: str):
-    """Missing data or goldens fail the test instead of skipping it."""
-
-    def mark(test):
-        if condition:
-            return test
-
-        def missing(*_args, **_kwargs):
-            pytest.fail(what)
-
-        missing.__name__ = test.__name__
-        return missing
-
-    return mark
-
-
-def _have_data() -> bool:
-    try:
-        open_tree()
-        return True
-    except ValueError:
-        return False
-
-
-needs_data = _require(_have_data(), f"no perf data under {data_dirs()} (run the fetch step)")
-needs_goldens = _require(STEP_GOLDENS.is_file(), f"no engine-step goldens at {STEP_GOLDENS}")
+needs_data = require(have_data(open_tree), f"no perf data under {data_dirs()} (run the fetch step)")
+needs_goldens = require(STEP_GOLDENS.is_file(), f"no engine-step goldens at {STEP_GOLDENS}")
 
 
 def settings(on_miss: str = "null", shared_layer: bool = True) -> dict:

@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from _support import have_data, require
+
 try:
     import aicsql.spec  # noqa: F401
 except ImportError:
@@ -57,33 +59,8 @@ SEED = {  # m -> spec latency (ms), fp8_block n=1280 k=5120, shared layer on and
 TIE_DISTANCE = 0.41572201881803594
 
 
-def _require(condition: bool, what: str):
-    """Missing data or goldens fail the tests (the test command fetches the
-    data and CI has the goldens); a skip would pass with the feature absent."""
-
-    def mark(test):
-        if condition:
-            return test
-
-        def missing(*_args, **_kwargs):
-            pytest.fail(what)
-
-        missing.__name__ = test.__name__
-        return missing
-
-    return mark
-
-
-def _have_data() -> bool:
-    try:
-        open_tree()
-        return True
-    except ValueError:
-        return False
-
-
-needs_data = _require(_have_data(), f"no perf data under {data_dirs()} (run the fetch step)")
-needs_goldens = _require(GEMM_GOLDENS.is_file(), f"no goldens at {GOLDENS}")
+needs_data = require(have_data(open_tree), f"no perf data under {data_dirs()} (run the fetch step)")
+needs_goldens = require(GEMM_GOLDENS.is_file(), f"no goldens at {GOLDENS}")
 
 
 def settings(shared_layer: bool = True, **extra) -> dict:
