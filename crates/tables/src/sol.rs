@@ -114,28 +114,7 @@ fn is_positive(value: Num) -> bool {
 mod tests {
     use super::*;
 
-    fn h200() -> SystemSpec {
-        SystemSpec {
-            system: "h200_sxm".into(),
-            data_dir: None,
-            mem_bw: Num::Int(4_800_000_000_000),
-            mem_bw_empirical_scaling_factor: Num::Float(0.8),
-            mem_empirical_constant_latency: Num::Float(3e-6),
-            mem_capacity: None,
-            bfloat16_tc_flops: Num::Int(989_000_000_000_000),
-            fp8_tc_flops: Some(Num::Int(1_978_000_000_000_000)),
-            fp4_tc_flops: None,
-            int8_tc_flops: None,
-            sm_version: None,
-            num_gpus_per_node: 8,
-            num_gpus_per_rack: None,
-            intra_node_bw: Num::Int(450_000_000_000),
-            inter_node_bw: Num::Int(50_000_000_000),
-            inter_rack_bw: None,
-            p2p_latency: Num::Float(1e-5),
-            nccl_version: None,
-        }
-    }
+    use crate::test_data::h200_spec as h200;
 
     fn sol(q: GemmQuant, m: i64, n: i64, k: i64) -> f64 {
         GemmSol::new(&h200(), q).map(|s| s.latency_ms(m, n, k)).unwrap_or(f64::NAN)
