@@ -39,20 +39,16 @@ async fn run(ctx: &SessionContext, sql: &str) {
 }
 
 async fn count(ctx: &SessionContext, table: &str) -> i64 {
-    let batches = ctx.sql(&format!("SELECT count(*) FROM {table}")).await.expect("plan").collect().await.expect("count");
+    let batches =
+        ctx.sql(&format!("SELECT count(*) FROM {table}")).await.expect("plan").collect().await.expect("count");
     batches[0].column(0).as_any().downcast_ref::<datafusion::arrow::array::Int64Array>().expect("i64").value(0)
 }
 
 /// `q_<class>`: the class's shapes repeated to at least `ROWS` rows, in
 /// full 8192-row batches (as a scan would deliver them).
 async fn replicate(ctx: &SessionContext, class: &str) {
-    let shapes = ctx
-        .sql(&format!("SELECT m, n, k FROM shapes_{class}"))
-        .await
-        .expect("plan")
-        .collect()
-        .await
-        .expect("shapes");
+    let shapes =
+        ctx.sql(&format!("SELECT m, n, k FROM shapes_{class}")).await.expect("plan").collect().await.expect("shapes");
     let schema = shapes[0].schema();
     let one = concat_batches(&schema, &shapes).expect("concat");
     let copies = (ROWS as usize).div_ceil(one.num_rows());

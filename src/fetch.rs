@@ -173,9 +173,7 @@ fn unpack_data(wheel: &Path, into: &Path) -> Result<usize, FetchError> {
         .map_err(|e| FetchError(format!("{} is not a readable wheel: {e}", wheel.display())))?;
     let mut count = 0;
     for i in 0..archive.len() {
-        let mut entry = archive
-            .by_index(i)
-            .map_err(|e| FetchError(format!("{}: entry {i}: {e}", wheel.display())))?;
+        let mut entry = archive.by_index(i).map_err(|e| FetchError(format!("{}: entry {i}: {e}", wheel.display())))?;
         let Some(relative) = entry.enclosed_name() else { continue };
         if entry.is_dir() || !is_data_entry(&relative) {
             continue;

@@ -120,7 +120,8 @@ async fn truncated_parquet_names_the_file_and_spares_the_rest() {
     copy(&legacy_wheel().join(good), &root.join(good));
     let gemm = "systems/data/h200_sxm/vllm/0.19.0/gemm_perf.parquet";
     copy(&legacy_wheel().join(gemm), &root.join(gemm));
-    let bytes = fs::read(legacy_wheel().join("systems/data/gb200/vllm/0.19.0/custom_allreduce_perf.parquet")).expect("read");
+    let bytes =
+        fs::read(legacy_wheel().join("systems/data/gb200/vllm/0.19.0/custom_allreduce_perf.parquet")).expect("read");
     let bad = root.join("systems/data/gb200/vllm/0.19.0/custom_allreduce_perf.parquet");
     fs::create_dir_all(bad.parent().expect("parent")).expect("mkdir");
     fs::write(&bad, &bytes[..bytes.len() / 2]).expect("write truncated copy");
@@ -142,7 +143,8 @@ async fn system_yaml_missing_a_field_names_file_and_field() {
     copy(&legacy_wheel().join(rel), &root.join(rel));
     copy(&legacy_wheel().join("systems/h200_sxm.yaml"), &root.join("systems/h200_sxm.yaml"));
     let text = fs::read_to_string(legacy_wheel().join("systems/gb200.yaml")).expect("read yaml");
-    let broken: String = text.lines().filter(|l| !l.trim_start().starts_with("mem_bw:")).map(|l| format!("{l}\n")).collect();
+    let broken: String =
+        text.lines().filter(|l| !l.trim_start().starts_with("mem_bw:")).map(|l| format!("{l}\n")).collect();
     let broken_path = root.join("systems/gb200.yaml");
     fs::write(&broken_path, broken).expect("write yaml");
 
@@ -172,7 +174,8 @@ async fn corrupt_model_config_names_the_file() {
     let ctx = SessionBuilder::open(&[tmp.path()]).expect("mount").build();
     let msg = query(&ctx, "SELECT * FROM aic.meta.models").await.expect_err("broken json").to_string();
     assert!(msg.contains(&bad.display().to_string()) && msg.contains("JSON"), "{msg}");
-    let layers = single_i64(&ctx, "SELECT num_hidden_layers FROM aic.meta.models WHERE model = 'Qwen/Qwen3-32B-FP8'").await;
+    let layers =
+        single_i64(&ctx, "SELECT num_hidden_layers FROM aic.meta.models WHERE model = 'Qwen/Qwen3-32B-FP8'").await;
     assert_eq!(layers, 64);
 }
 

@@ -69,15 +69,21 @@ fn a_failing_statement_fails_the_run() {
 
 #[test]
 fn unknown_data_path_fails_naming_it() {
-    let (ok, _, err) = run(Command::new(env!("CARGO_BIN_EXE_aicsql")).args(["--data", "/no/such/dir", "-c", "SELECT 1"]));
+    let (ok, _, err) =
+        run(Command::new(env!("CARGO_BIN_EXE_aicsql")).args(["--data", "/no/such/dir", "-c", "SELECT 1"]));
     assert!(!ok);
     assert!(err.contains("/no/such/dir"), "{err}");
 }
 
 #[test]
 fn formats_and_introspection() {
-    let (ok, out, err) =
-        run(aicsql().args(["-q", "--format", "json", "-c", "SELECT mem_bw FROM aic.meta.systems WHERE system='gb200'"]));
+    let (ok, out, err) = run(aicsql().args([
+        "-q",
+        "--format",
+        "json",
+        "-c",
+        "SELECT mem_bw FROM aic.meta.systems WHERE system='gb200'",
+    ]));
     assert!(ok, "{err}");
     assert_eq!(out.trim(), r#"[{"mem_bw":8.0e12}]"#);
     for sql in ["SHOW TABLES", "SHOW FUNCTIONS", "DESCRIBE aic.perf.moe", "SHOW aic.shared_layer"] {
@@ -186,7 +192,15 @@ fn csv_output_is_not_truncated() {
     let (ok, out, err) = run(aicsql().args(["-q", "--format", "csv", "-c", "SELECT * FROM generate_series(1, 20000)"]));
     assert!(ok, "{err}");
     assert_eq!(out.lines().count(), 20001, "header + 20000 rows");
-    let (ok, out, err) = run(aicsql().args(["-q", "--maxrows", "5", "--format", "csv", "-c", "SELECT * FROM generate_series(1, 20000)"]));
+    let (ok, out, err) = run(aicsql().args([
+        "-q",
+        "--maxrows",
+        "5",
+        "--format",
+        "csv",
+        "-c",
+        "SELECT * FROM generate_series(1, 20000)",
+    ]));
     assert!(ok, "{err}");
     // datafusion-cli cuts non-table output at batch granularity.
     assert!(out.lines().count() < 20001, "--maxrows still applies when given");

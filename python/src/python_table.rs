@@ -32,7 +32,12 @@ impl PythonTable {
 }
 
 /// A constant argument as the Python value the callable receives.
-fn to_python<'py>(py: Python<'py>, function: &str, position: usize, value: &ScalarValue) -> PyResult<Bound<'py, PyAny>> {
+fn to_python<'py>(
+    py: Python<'py>,
+    function: &str,
+    position: usize,
+    value: &ScalarValue,
+) -> PyResult<Bound<'py, PyAny>> {
     if value.is_null() {
         return Ok(py.None().into_bound(py));
     }
@@ -41,10 +46,12 @@ fn to_python<'py>(py: Python<'py>, function: &str, position: usize, value: &Scal
             s.into_bound_py_any(py)
         }
         ScalarValue::Boolean(Some(b)) => b.into_bound_py_any(py),
-        ScalarValue::Float32(Some(_)) | ScalarValue::Float64(Some(_)) => match value.cast_to(&arrow::datatypes::DataType::Float64) {
-            Ok(ScalarValue::Float64(Some(f))) => f.into_bound_py_any(py),
-            _ => unreachable_value(function, position, value),
-        },
+        ScalarValue::Float32(Some(_)) | ScalarValue::Float64(Some(_)) => {
+            match value.cast_to(&arrow::datatypes::DataType::Float64) {
+                Ok(ScalarValue::Float64(Some(f))) => f.into_bound_py_any(py),
+                _ => unreachable_value(function, position, value),
+            }
+        }
         v if v.data_type().is_integer() => match v.cast_to(&arrow::datatypes::DataType::Int64) {
             Ok(ScalarValue::Int64(Some(i))) => i.into_bound_py_any(py),
             _ => unreachable_value(function, position, value),
@@ -80,7 +87,12 @@ impl TableFunctionImpl for PythonTable {
             schema.fields().iter().map(|f| format!("{} {}", f.name(), f.data_type())).collect()
         };
         let same_columns = batch.schema().fields().len() == self.schema.fields().len()
-            && batch.schema().fields().iter().zip(self.schema.fields()).all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+            && batch
+                .schema()
+                .fields()
+                .iter()
+                .zip(self.schema.fields())
+                .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
         if !same_columns {
             return exec_err!(
                 "{name}: the Python function returned columns {:?}, expected {:?}",

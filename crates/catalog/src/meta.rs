@@ -124,9 +124,8 @@ impl TableProvider for MetaTable {
         filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let context = |e: aicsql_tables::TablesError| {
-            DataFusionError::Execution(format!("aic.meta.{}: {e}", self.kind.name()))
-        };
+        let context =
+            |e: aicsql_tables::TablesError| DataFusionError::Execution(format!("aic.meta.{}: {e}", self.kind.name()));
         let batch = match self.kind {
             MetaKind::Databases => databases(&self.tree)?,
             MetaKind::Systems => {
@@ -456,7 +455,9 @@ fn support_matrix_batch(tree: &DataTree, schema: &SchemaRef) -> Result<RecordBat
             for field in schema.fields() {
                 let array = match field.name().as_str() {
                     "release" => Arc::new(datafusion::arrow::array::StringArray::from(vec![release; rows])) as ArrayRef,
-                    "path" => Arc::new(datafusion::arrow::array::StringArray::from(vec![path.as_str(); rows])) as ArrayRef,
+                    "path" => {
+                        Arc::new(datafusion::arrow::array::StringArray::from(vec![path.as_str(); rows])) as ArrayRef
+                    }
                     name => match batch.schema().fields().iter().position(|f| snake_case(f.name()) == name) {
                         Some(i) => Arc::clone(batch.column(i)),
                         None => new_null_array(&DataType::Utf8, rows),

@@ -95,8 +95,7 @@ impl PerfTable {
     /// A file whose footer cannot be read is remembered, not fatal: only a
     /// scan that selects it fails, so the other databases stay queryable.
     pub fn try_new(tree: Arc<DataTree>, kind: &str) -> Result<Self> {
-        let mut fields: Vec<Field> =
-            KEY_COLUMNS.iter().map(|k| Field::new(*k, DataType::Utf8, false)).collect();
+        let mut fields: Vec<Field> = KEY_COLUMNS.iter().map(|k| Field::new(*k, DataType::Utf8, false)).collect();
         let mut sources: Vec<Source> = (0..KEY_COLUMNS.len()).map(Source::Key).collect();
         let mut by_name: HashMap<String, (usize, String)> = HashMap::new();
         let mut files = Vec::new();
@@ -169,8 +168,7 @@ impl TableProvider for PerfTable {
             self.files.iter().map(|f| f.file.version.as_str()).collect(),
         ];
         let keep = prune::select(state, filters, &KEY_COLUMNS, &values)?;
-        let selected: Vec<ScanFile> =
-            self.files.iter().zip(keep).filter(|(_, k)| *k).map(|(f, _)| f.clone()).collect();
+        let selected: Vec<ScanFile> = self.files.iter().zip(keep).filter(|(_, k)| *k).map(|(f, _)| f.clone()).collect();
         let projection: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),

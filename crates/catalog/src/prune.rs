@@ -34,32 +34,22 @@ pub(crate) fn pushdown(filters: &[&Expr], keys: &[&str], exact: bool) -> Vec<Tab
 
 /// Evaluates the key-only `filters` against one row of key values per item
 /// and returns which items every such filter keeps (NULL counts as false).
-pub(crate) fn select(
-    state: &dyn Session,
-    filters: &[Expr],
-    keys: &[&str],
-    values: &[Vec<&str>],
-) -> Result<Vec<bool>> {
+pub(crate) fn select(state: &dyn Session, filters: &[Expr], keys: &[&str], values: &[Vec<&str>]) -> Result<Vec<bool>> {
     let n = values.first().map_or(0, Vec::len);
     let mut keep = vec![true; n];
     let relevant: Vec<&Expr> = filters.iter().filter(|f| on_keys_only(f, keys)).collect();
     if relevant.is_empty() || n == 0 {
         return Ok(keep);
     }
-    let schema = Arc::new(Schema::new(
-        keys.iter().map(|k| Field::new(*k, DataType::Utf8, false)).collect::<Vec<_>>(),
-    ));
-    let columns: Vec<ArrayRef> =
-        values.iter().map(|v| Arc::new(StringArray::from(v.clone())) as ArrayRef).collect();
+    let schema = Arc::new(Schema::new(keys.iter().map(|k| Field::new(*k, DataType::Utf8, false)).collect::<Vec<_>>()));
+    let columns: Vec<ArrayRef> = values.iter().map(|v| Arc::new(StringArray::from(v.clone())) as ArrayRef).collect();
     let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
     let df_schema = DFSchema::try_from(schema)?;
     for filter in relevant {
         let expr = state.create_physical_expr(filter.clone(), &df_schema)?;
         let result = expr.evaluate(&batch)?.into_array(n)?;
         let mask = result.as_any().downcast_ref::<BooleanArray>().ok_or_else(|| {
-            datafusion::common::DataFusionError::Internal(format!(
-                "filter {filter} did not evaluate to booleans"
-            ))
+            datafusion::common::DataFusionError::Internal(format!("filter {filter} did not evaluate to booleans"))
         })?;
         for (i, k) in keep.iter_mut().enumerate() {
             *k &= mask.is_valid(i) && mask.value(i);

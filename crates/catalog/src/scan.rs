@@ -58,9 +58,8 @@ impl PerfScanExec {
         target_partitions: usize,
         batch_size: usize,
     ) -> Self {
-        let projected = Arc::new(Schema::new(
-            projection.iter().map(|&i| table_schema.field(i).clone()).collect::<Vec<_>>(),
-        ));
+        let projected =
+            Arc::new(Schema::new(projection.iter().map(|&i| table_schema.field(i).clone()).collect::<Vec<_>>()));
         let n_groups = target_partitions.max(1).min(files.len()).max(1);
         let per_group = files.len().div_ceil(n_groups).max(1);
         let mut groups: Vec<Vec<ScanFile>> = files.chunks(per_group).map(<[ScanFile]>::to_vec).collect();
@@ -96,8 +95,7 @@ impl PerfScanExec {
 impl DisplayAs for PerfScanExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let selected = self.selected_files().count();
-        let columns: Vec<&str> =
-            self.projection.iter().map(|&i| self.table_schema.field(i).name().as_str()).collect();
+        let columns: Vec<&str> = self.projection.iter().map(|&i| self.table_schema.field(i).name().as_str()).collect();
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
                 write!(
@@ -149,9 +147,11 @@ impl ExecutionPlan for PerfScanExec {
     }
 
     fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let group = self.groups.get(partition).cloned().ok_or_else(|| {
-            DataFusionError::Internal(format!("PerfScanExec: no partition {partition}"))
-        })?;
+        let group = self
+            .groups
+            .get(partition)
+            .cloned()
+            .ok_or_else(|| DataFusionError::Internal(format!("PerfScanExec: no partition {partition}")))?;
         // Fail before reading anything if a selected file is unreadable.
         if let Some(bad) = group.iter().find_map(|f| f.footer.as_ref().err()) {
             return Err(DataFusionError::Execution(format!("aic.perf.{}: {bad}", self.kind)));
@@ -202,9 +202,7 @@ impl GroupReader {
             .columns
             .iter()
             .map(|c| match c {
-                Source::File(name) => {
-                    footer.index_of(name).ok().and_then(|i| wanted.iter().position(|&w| w == i))
-                }
+                Source::File(name) => footer.index_of(name).ok().and_then(|i| wanted.iter().position(|&w| w == i)),
                 Source::Key(_) => None,
             })
             .collect();
@@ -267,11 +265,8 @@ impl Iterator for GroupReader {
             match reader.next() {
                 None => {}
                 Some(Err(e)) => {
-                    let msg = format!(
-                        "aic.perf.{}: cannot read parquet file {}: {e}",
-                        self.kind,
-                        scan.file.path.display()
-                    );
+                    let msg =
+                        format!("aic.perf.{}: cannot read parquet file {}: {e}", self.kind, scan.file.path.display());
                     self.remaining = Some(0);
                     return Some(Err(DataFusionError::Execution(msg)));
                 }

@@ -356,7 +356,12 @@ fn walk_system(dir: &Path, system: &str, parts: &mut Vec<String>, root: usize, o
     Ok(())
 }
 
-fn collect_docs(dir: &Path, root: usize, keep: impl Fn(&str) -> bool, into: &mut BTreeMap<String, DocFile>) -> Result<()> {
+fn collect_docs(
+    dir: &Path,
+    root: usize,
+    keep: impl Fn(&str) -> bool,
+    into: &mut BTreeMap<String, DocFile>,
+) -> Result<()> {
     if !dir.is_dir() {
         return Ok(());
     }

@@ -24,16 +24,16 @@ pub mod system;
 #[cfg(test)]
 mod test_data;
 
-pub use parquet::arrow::arrow_reader::ParquetRecordBatchReader as ParquetBatchReader;
-pub use discovery::{DataRoot, DataTree, DocFile, Layout, PerfFile, Release, RELEASE_MARKER};
+pub use discovery::{DataRoot, DataTree, DocFile, Layout, PerfFile, RELEASE_MARKER, Release};
 pub use error::{Result, TablesError};
 pub use gemm::{GemmMiss, GemmSource, GemmTable, SourceRole, TraceStage, TraceStep};
 pub use model::{ModelConfig, read_model_config};
+pub use parquet::arrow::arrow_reader::ParquetRecordBatchReader as ParquetBatchReader;
 pub use pep440::Version;
 pub use quant::GemmQuant;
 pub use sol::{GemmSol, MAX_GEMM_DIM};
-pub use system::{Num, SystemSpec, read_system_yaml, system_spec};
 pub use step::{
     Lookup, OpKind, OpRow, Phase, Quants, RowKind, StepError, StepModel, StepQuery, StepReport, StepShape, engine_step,
     step_latency,
 };
+pub use system::{Num, SystemSpec, read_system_yaml, system_spec};

@@ -12,7 +12,10 @@ use crate::error::{Result, TablesError};
 pub fn family_of(architecture: &str) -> Option<&'static str> {
     match architecture {
         "LlamaForCausalLM" | "Qwen2ForCausalLM" | "Qwen3ForCausalLM" | "MiMoForCausalLM" => Some("LLAMA"),
-        "MixtralForCausalLM" | "Qwen2MoeForCausalLM" | "Qwen3MoeForCausalLM" | "GptOssForCausalLM"
+        "MixtralForCausalLM"
+        | "Qwen2MoeForCausalLM"
+        | "Qwen3MoeForCausalLM"
+        | "GptOssForCausalLM"
         | "MiniMaxM2ForCausalLM" => Some("MOE"),
         "Llama4ForConditionalGeneration" => Some("HYBRIDMOE"),
         _ => None,
@@ -71,16 +74,13 @@ pub fn read_model_config(doc: &DocFile) -> Result<ModelConfig> {
     let int = |key: &str| -> Result<Option<i64>> {
         match get(key) {
             None => Ok(None),
-            Some(v) => v.as_i64().map(Some).ok_or_else(|| {
-                TablesError::document(&doc.path, format!("`{key}`: expected an integer, found {v}"))
-            }),
+            Some(v) => v
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| TablesError::document(&doc.path, format!("`{key}`: expected an integer, found {v}"))),
         }
     };
-    let architecture = json
-        .get("architectures")
-        .and_then(|a| a.get(0))
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let architecture = json.get("architectures").and_then(|a| a.get(0)).and_then(Value::as_str).map(str::to_string);
     let hidden_size = int("hidden_size")?;
     let heads = int("num_attention_heads")?;
     let head_dim = match int("head_dim")? {
@@ -104,23 +104,18 @@ pub fn read_model_config(doc: &DocFile) -> Result<ModelConfig> {
     let num_experts_per_tok = first_some(&[int("num_experts_per_tok")?, int("top_k_experts")?]);
     let moe_intermediate_size = int("moe_intermediate_size")?.or(intermediate_size);
 
-    let mut quant_method = get("quantization_config")
-        .and_then(|q| q.get("quant_method"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let mut quant_method =
+        get("quantization_config").and_then(|q| q.get("quant_method")).and_then(Value::as_str).map(str::to_string);
     let qc = get("quantization_config");
     let lower = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_ascii_lowercase);
     let quant_algo = lower(qc.and_then(|q| q.get("quant_algo")));
     let weight_block_size =
         qc.and_then(|q| q.get("weight_block_size")).and_then(Value::as_array).is_some_and(|a| !a.is_empty());
-    let dynamic_group = qc
-        .and_then(|q| q.get("config_groups"))
-        .and_then(Value::as_object)
-        .is_some_and(|groups| {
-            groups.values().any(|g| {
-                g.get("input_activations").and_then(|a| a.get("dynamic")).and_then(Value::as_bool) == Some(true)
-            })
-        });
+    let dynamic_group = qc.and_then(|q| q.get("config_groups")).and_then(Value::as_object).is_some_and(|groups| {
+        groups
+            .values()
+            .any(|g| g.get("input_activations").and_then(|a| a.get("dynamic")).and_then(Value::as_bool) == Some(true))
+    });
     let dynamic_activations =
         lower(qc.and_then(|q| q.get("activation_scheme"))).as_deref() == Some("dynamic") || dynamic_group;
     let mut kv_cache_quant_algo = lower(qc.and_then(|q| q.get("kv_cache_scheme")))
@@ -139,10 +134,8 @@ pub fn read_model_config(doc: &DocFile) -> Result<ModelConfig> {
         }
     }
     let family = architecture.as_deref().and_then(family_of);
-    let use_qk_norm = matches!(
-        architecture.as_deref(),
-        Some("Qwen3ForCausalLM" | "Qwen3MoeForCausalLM" | "MiniMaxM2ForCausalLM")
-    );
+    let use_qk_norm =
+        matches!(architecture.as_deref(), Some("Qwen3ForCausalLM" | "Qwen3MoeForCausalLM" | "MiniMaxM2ForCausalLM"));
     Ok(ModelConfig {
         model,
         architecture,
@@ -173,8 +166,7 @@ fn first_some(values: &[Option<i64>]) -> Option<i64> {
 
 fn read_json(path: &std::path::Path) -> Result<Value> {
     let text = fs::read_to_string(path).map_err(|e| TablesError::io(path, e))?;
-    serde_json::from_str(&strict_json(&text))
-        .map_err(|e| TablesError::document(path, format!("invalid JSON: {e}")))
+    serde_json::from_str(&strict_json(&text)).map_err(|e| TablesError::document(path, format!("invalid JSON: {e}")))
 }
 
 /// Hugging Face configs are written by Python's `json`, which emits the

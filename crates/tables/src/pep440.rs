@@ -57,20 +57,12 @@ impl Version {
             let (label, after) = split_label(tail)?;
             let (number, after) = split_number(after);
             match label {
-                "a" | "alpha" if version.pre.is_none() && version.post.is_none() => {
-                    version.pre = Some((0, number))
-                }
-                "b" | "beta" if version.pre.is_none() && version.post.is_none() => {
-                    version.pre = Some((1, number))
-                }
-                "rc" | "c" | "pre" | "preview"
-                    if version.pre.is_none() && version.post.is_none() =>
-                {
+                "a" | "alpha" if version.pre.is_none() && version.post.is_none() => version.pre = Some((0, number)),
+                "b" | "beta" if version.pre.is_none() && version.post.is_none() => version.pre = Some((1, number)),
+                "rc" | "c" | "pre" | "preview" if version.pre.is_none() && version.post.is_none() => {
                     version.pre = Some((2, number))
                 }
-                "post" | "rev" | "r" if version.post.is_none() && version.dev.is_none() => {
-                    version.post = Some(number)
-                }
+                "post" | "rev" | "r" if version.post.is_none() && version.dev.is_none() => version.post = Some(number),
                 "dev" if version.dev.is_none() => version.dev = Some(number),
                 _ => return None,
             }
@@ -151,8 +143,20 @@ mod tests {
     #[test]
     fn orders_like_pep440() {
         let ordered = [
-            "0.1.dev19262", "0.5.6", "0.5.6.post2", "0.5.9", "0.5.10rc0", "0.5.10", "0.14.0",
-            "0.18.0", "0.19.0", "1.2.0rc5", "1.3.0rc10", "1.3.0rc15", "1.3.0", "1.3.0.post1",
+            "0.1.dev19262",
+            "0.5.6",
+            "0.5.6.post2",
+            "0.5.9",
+            "0.5.10rc0",
+            "0.5.10",
+            "0.14.0",
+            "0.18.0",
+            "0.19.0",
+            "1.2.0rc5",
+            "1.3.0rc10",
+            "1.3.0rc15",
+            "1.3.0",
+            "1.3.0.post1",
         ];
         for pair in ordered.windows(2) {
             assert!(v(pair[0]) < v(pair[1]), "{} < {}", pair[0], pair[1]);

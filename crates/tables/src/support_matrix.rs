@@ -22,9 +22,7 @@ pub fn read_support_matrix(doc: &DocFile) -> Result<Vec<RecordBatch>> {
     if names.iter().any(|n| n.is_empty()) {
         return Err(TablesError::document(&doc.path, "CSV header has an empty column name"));
     }
-    let schema = Arc::new(Schema::new(
-        names.iter().map(|n| Field::new(*n, DataType::Utf8, true)).collect::<Vec<_>>(),
-    ));
+    let schema = Arc::new(Schema::new(names.iter().map(|n| Field::new(*n, DataType::Utf8, true)).collect::<Vec<_>>()));
     reader.rewind().map_err(|e| TablesError::io(&doc.path, e))?;
     let csv = ReaderBuilder::new(schema)
         .with_header(true)

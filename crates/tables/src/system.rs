@@ -55,8 +55,8 @@ pub struct SystemSpec {
 /// system description (the manifests living beside them have no `gpu:`).
 pub fn read_system_yaml(doc: &DocFile) -> Result<Option<SystemSpec>> {
     let text = fs::read_to_string(&doc.path).map_err(|e| TablesError::io(&doc.path, e))?;
-    let value: Value = serde_yaml_ng::from_str(&text)
-        .map_err(|e| TablesError::document(&doc.path, format!("invalid YAML: {e}")))?;
+    let value: Value =
+        serde_yaml_ng::from_str(&text).map_err(|e| TablesError::document(&doc.path, format!("invalid YAML: {e}")))?;
     if value.get("gpu").is_none() && value.get("node").is_none() {
         return Ok(None);
     }
@@ -147,13 +147,12 @@ impl Fields<'_> {
     fn opt_int(&self, section: &str, key: &str) -> Result<Option<i64>> {
         match self.opt_num(section, key)? {
             None => Ok(None),
-            Some(Num::Int(i)) => i64::try_from(i).map(Some).map_err(|_| {
-                TablesError::document(&self.doc.path, format!("`{section}.{key}`: {i} is out of range"))
-            }),
-            Some(Num::Float(f)) => Err(TablesError::document(
-                &self.doc.path,
-                format!("`{section}.{key}`: expected an integer, found {f}"),
-            )),
+            Some(Num::Int(i)) => i64::try_from(i)
+                .map(Some)
+                .map_err(|_| TablesError::document(&self.doc.path, format!("`{section}.{key}`: {i} is out of range"))),
+            Some(Num::Float(f)) => {
+                Err(TablesError::document(&self.doc.path, format!("`{section}.{key}`: expected an integer, found {f}")))
+            }
         }
     }
 

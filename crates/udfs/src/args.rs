@@ -21,7 +21,9 @@ impl<'a> Text<'a> {
     pub fn new(function: &str, position: usize, value: &'a ColumnarValue) -> Result<Text<'a>> {
         Ok(match value {
             ColumnarValue::Scalar(s) => match s {
-                ScalarValue::Utf8(v) | ScalarValue::LargeUtf8(v) | ScalarValue::Utf8View(v) => Text::Scalar(v.as_deref()),
+                ScalarValue::Utf8(v) | ScalarValue::LargeUtf8(v) | ScalarValue::Utf8View(v) => {
+                    Text::Scalar(v.as_deref())
+                }
                 ScalarValue::Null => Text::Scalar(None),
                 other => return exec_err!("{function}: argument {position} must be text, got {}", other.data_type()),
             },
@@ -115,11 +117,7 @@ impl DenseInt<'_> {
 /// Accepted types: text for the first `texts` arguments, integers after.
 pub fn coerce(function: &str, arg_types: &[DataType], texts: usize, ints: usize) -> Result<Vec<DataType>> {
     if arg_types.len() != texts + ints {
-        return datafusion::common::plan_err!(
-            "{function} takes {} arguments, got {}",
-            texts + ints,
-            arg_types.len()
-        );
+        return datafusion::common::plan_err!("{function} takes {} arguments, got {}", texts + ints, arg_types.len());
     }
     arg_types
         .iter()
@@ -128,7 +126,9 @@ pub fn coerce(function: &str, arg_types: &[DataType], texts: usize, ints: usize)
             let ok_text = matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null);
             match (i < texts, t) {
                 (true, _) if ok_text => Ok(if t == &DataType::Null { DataType::Utf8 } else { t.clone() }),
-                (true, other) => datafusion::common::plan_err!("{function}: argument {} must be text, got {other}", i + 1),
+                (true, other) => {
+                    datafusion::common::plan_err!("{function}: argument {} must be text, got {other}", i + 1)
+                }
                 (false, t) if t.is_integer() || t == &DataType::Null => Ok(DataType::Int64),
                 (false, other) => {
                     datafusion::common::plan_err!("{function}: argument {} must be an integer, got {other}", i + 1)

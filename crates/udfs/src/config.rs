@@ -52,10 +52,19 @@ impl Default for AicOptions {
 }
 
 const DESCRIPTIONS: [(&str, &str); 4] = [
-    ("backend", "Backend used when a database argument names only a system, e.g. 'vllm'. Empty: the argument must name it."),
-    ("version", "Version used when a database argument names no version; 'latest' is the newest (PEP 440) version that has the table."),
+    (
+        "backend",
+        "Backend used when a database argument names only a system, e.g. 'vllm'. Empty: the argument must name it.",
+    ),
+    (
+        "version",
+        "Version used when a database argument names no version; 'latest' is the newest (PEP 440) version that has the table.",
+    ),
     ("on_miss", "What a data miss returns: 'null' (default) or 'error'."),
-    ("shared_layer", "Union a table with strictly older versions of the same backend, as the spec's SILICON mode does (default true); false reads the database's own file only."),
+    (
+        "shared_layer",
+        "Union a table with strictly older versions of the same backend, as the spec's SILICON mode does (default true); false reads the database's own file only.",
+    ),
 ];
 
 impl AicOptions {
@@ -186,7 +195,10 @@ mod tests {
             Ok(())
         }
         fn entries(&self) -> Vec<ConfigEntry> {
-            self.0.iter().map(|(k, v)| ConfigEntry { key: k.clone(), value: Some(v.clone()), description: "" }).collect()
+            self.0
+                .iter()
+                .map(|(k, v)| ConfigEntry { key: k.clone(), value: Some(v.clone()), description: "" })
+                .collect()
         }
     }
 

@@ -30,27 +30,34 @@ pub fn resolve(function: &str, tree: &DataTree, table: &str, arg: &str, options:
         [s, b] => (*s, Some(*b), None),
         [s, b, v] => (*s, Some(*b), Some(*v)),
         _ => {
-            return Err(invalid(function, format!(
-                "database '{arg}' is not of the form 'system/backend/version' (or 'system', 'system/backend' with aic.backend / aic.version set)"
-            )));
+            return Err(invalid(
+                function,
+                format!(
+                    "database '{arg}' is not of the form 'system/backend/version' (or 'system', 'system/backend' with aic.backend / aic.version set)"
+                ),
+            ));
         }
     };
     let with_table = || tree.perf_files().iter().filter(|f| f.table == table);
     if system.is_empty() || !with_table().any(|f| f.system == system) {
         let mut systems: Vec<&str> = with_table().map(|f| f.system.as_str()).collect();
         systems.dedup();
-        return Err(invalid(function, format!(
-            "unknown system '{system}' in database '{arg}'; systems with a {table} table: {}",
-            systems.join(", ")
-        )));
+        return Err(invalid(
+            function,
+            format!(
+                "unknown system '{system}' in database '{arg}'; systems with a {table} table: {}",
+                systems.join(", ")
+            ),
+        ));
     }
     let backend = match backend {
         Some(b) => b,
         None if !options.backend.is_empty() => options.backend.as_str(),
         None => {
-            return Err(invalid(function, format!(
-                "database '{arg}' names no backend; write '{system}/<backend>/<version>' or SET aic.backend"
-            )));
+            return Err(invalid(
+                function,
+                format!("database '{arg}' names no backend; write '{system}/<backend>/<version>' or SET aic.backend"),
+            ));
         }
     };
     let versions = || with_table().filter(|f| f.system == system && f.backend == backend).map(|f| f.version.as_str());
@@ -58,10 +65,13 @@ pub fn resolve(function: &str, tree: &DataTree, table: &str, arg: &str, options:
         let mut backends: Vec<&str> = with_table().filter(|f| f.system == system).map(|f| f.backend.as_str()).collect();
         backends.sort();
         backends.dedup();
-        return Err(invalid(function, format!(
-            "no {table} table for backend '{backend}' on {system} (database '{arg}'); backends: {}",
-            backends.join(", ")
-        )));
+        return Err(invalid(
+            function,
+            format!(
+                "no {table} table for backend '{backend}' on {system} (database '{arg}'); backends: {}",
+                backends.join(", ")
+            ),
+        ));
     }
     let wanted = version.unwrap_or(options.version.as_str());
     let version = if wanted == "latest" {
@@ -70,10 +80,13 @@ pub fn resolve(function: &str, tree: &DataTree, table: &str, arg: &str, options:
         wanted
     } else {
         let listed: Vec<&str> = versions().collect();
-        return Err(invalid(function, format!(
-            "no {table} table for {system}/{backend}/{wanted} (database '{arg}'); versions: {}",
-            listed.join(", ")
-        )));
+        return Err(invalid(
+            function,
+            format!(
+                "no {table} table for {system}/{backend}/{wanted} (database '{arg}'); versions: {}",
+                listed.join(", ")
+            ),
+        ));
     };
     Ok(Database { system: system.to_string(), backend: backend.to_string(), version: version.to_string() })
 }

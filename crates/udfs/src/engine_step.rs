@@ -91,7 +91,9 @@ impl TableFunctionImpl for EngineStep {
             exprs.iter().enumerate().map(|(i, e)| constant(NAME, session, e, i + 1)).collect::<Result<_>>()?;
         let options = AicOptions::from_config(session.config().options())?;
         let schema = Self::schema();
-        let empty = || -> Result<Arc<dyn TableProvider>> { Ok(Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![]])?)) };
+        let empty = || -> Result<Arc<dyn TableProvider>> {
+            Ok(Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![]])?))
+        };
         let (Some(model), Some(db), Some(phase_name)) = (
             constant_text(NAME, 1, &values[0])?,
             constant_text(NAME, 2, &values[1])?,
@@ -99,16 +101,25 @@ impl TableFunctionImpl for EngineStep {
         ) else {
             return empty();
         };
-        let ints: Vec<Option<i64>> = values[3..].iter().enumerate().map(|(i, v)| constant_int(NAME, i + 4, v)).collect::<Result<_>>()?;
+        let ints: Vec<Option<i64>> =
+            values[3..].iter().enumerate().map(|(i, v)| constant_int(NAME, i + 4, v)).collect::<Result<_>>()?;
         let (Some(tp), Some(batch), Some(isl), Some(osl)) = (ints[0], ints[1], ints[2], ints[3]) else {
             return empty();
         };
         let phase = phase(NAME, &phase_name)?;
-        let shape = shape(NAME, [tp, batch, isl, osl], [ints.get(4).copied().flatten(), ints.get(5).copied().flatten()])?;
+        let shape =
+            shape(NAME, [tp, batch, isl, osl], [ints.get(4).copied().flatten(), ints.get(5).copied().flatten()])?;
         let database = resolve(NAME, &self.tree, "gemm", &db, &options)?;
         let db_name = database.name();
-        let report = StepModel::new(&self.tree, &model, &database.system, &database.backend, &database.version, options.shared_layer)
-            .and_then(|mut step| step.report(phase, &shape));
+        let report = StepModel::new(
+            &self.tree,
+            &model,
+            &database.system,
+            &database.backend,
+            &database.version,
+            options.shared_layer,
+        )
+        .and_then(|mut step| step.report(phase, &shape));
         let mut rows = Rows::default();
         match report {
             Ok(report) => rows.report(&report),
@@ -151,16 +162,23 @@ fn lookup_columns(lookup: Option<&Lookup>) -> [Option<i64>; 19] {
     let mut c = [None; 19];
     match lookup {
         Some(&Lookup::Gemm { m, n, k, .. }) => (c[0], c[1], c[2]) = (Some(m), Some(n), Some(k)),
-        Some(&Lookup::ContextAttention { b, s, prefix, n, n_kv, window, head_size, .. }) => {
-            c[3..10].copy_from_slice(&[Some(b), Some(s), Some(prefix), Some(n), Some(n_kv), Some(head_size), Some(window)])
-        }
+        Some(&Lookup::ContextAttention { b, s, prefix, n, n_kv, window, head_size, .. }) => c[3..10]
+            .copy_from_slice(&[Some(b), Some(s), Some(prefix), Some(n), Some(n_kv), Some(head_size), Some(window)]),
         Some(&Lookup::GenerationAttention { b, s, n, n_kv, window, head_size, .. }) => {
             c[3..10].copy_from_slice(&[Some(b), Some(s), None, Some(n), Some(n_kv), Some(head_size), Some(window)])
         }
         Some(&Lookup::CustomAllReduce { tp, size }) => (c[10], c[11]) = (Some(tp), Some(size)),
         Some(&Lookup::Nccl { g, size, .. }) => (c[10], c[11]) = (Some(g), Some(size)),
         Some(&Lookup::Moe { num_tokens, hidden, inter, topk, experts, moe_tp, moe_ep, .. }) => c[12..19]
-            .copy_from_slice(&[Some(num_tokens), Some(hidden), Some(inter), Some(topk), Some(experts), Some(moe_tp), Some(moe_ep)]),
+            .copy_from_slice(&[
+                Some(num_tokens),
+                Some(hidden),
+                Some(inter),
+                Some(topk),
+                Some(experts),
+                Some(moe_tp),
+                Some(moe_ep),
+            ]),
         None => {}
     }
     c

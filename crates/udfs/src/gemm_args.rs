@@ -57,7 +57,13 @@ pub(crate) fn quant(function: &str, name: &str) -> Result<GemmQuant> {
 }
 
 /// The shared GEMM table of a resolved database, under the session's shared-layer setting.
-pub(crate) fn gemm_table(function: &str, tree: &DataTree, db: &Database, quant: GemmQuant, options: &AicOptions) -> Result<Arc<GemmTable>> {
+pub(crate) fn gemm_table(
+    function: &str,
+    tree: &DataTree,
+    db: &Database,
+    quant: GemmQuant,
+    options: &AicOptions,
+) -> Result<Arc<GemmTable>> {
     GemmTable::cached(tree, &db.system, &db.backend, &db.version, quant, options.shared_layer)
         .map_err(|e| datafusion::common::DataFusionError::Execution(format!("{function}: {e}")))
 }

@@ -2,12 +2,10 @@
 
 use std::sync::{Arc, OnceLock};
 
+use crate::{DOC_SECTION_AICSQL, SharedTree};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, exec_err};
-use datafusion::logical_expr::{
-    ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature,
-};
-use crate::{DOC_SECTION_AICSQL, SharedTree};
+use datafusion::logical_expr::{ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature};
 
 use aicsql_tables::DataTree;
 
@@ -53,9 +51,7 @@ impl ScalarUDFImpl for GemmLatency {
             name,
             &self.tree,
             &args,
-            |db, quant, options| {
-                Ok((gemm_table(name, &self.tree, db, quant, options)?, options.on_miss))
-            },
+            |db, quant, options| Ok((gemm_table(name, &self.tree, db, quant, options)?, options.on_miss)),
             |(table, on_miss), m, n, k| match table.latency(m, n, k) {
                 Ok(ms) => Ok(Some(ms)),
                 Err(miss) => match on_miss {

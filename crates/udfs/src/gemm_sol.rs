@@ -9,9 +9,9 @@ use datafusion::logical_expr::{ColumnarValue, Documentation, ScalarFunctionArgs,
 use aicsql_tables::DataTree;
 use aicsql_tables::sol::GemmSol;
 
-use crate::{DOC_SECTION_AICSQL, SharedTree};
 use crate::gemm_args::{coerce_gemm, evaluate, gemm_signature};
 use crate::systems::SystemSpecs;
+use crate::{DOC_SECTION_AICSQL, SharedTree};
 
 /// The bound every measured latency is raised to and every util is
 /// measured against: shows how far a kernel is from the hardware limit.
@@ -91,7 +91,10 @@ impl ScalarUDFImpl for GemmSolFn {
                 "```sql\n> SELECT gemm_sol('h200_sxm/vllm/0.19.0', 'fp8_block', 1024, 1280, 5120) AS sol_ms;\n```",
             )
             .with_argument("db", "Database 'system/backend/version' (only its system's constants are used).")
-            .with_argument("quant", "GEMM quant mode (bfloat16, fp8, fp8_static, fp8_block, nvfp4, int8_wo, int4_wo, sq).")
+            .with_argument(
+                "quant",
+                "GEMM quant mode (bfloat16, fp8, fp8_static, fp8_block, nvfp4, int8_wo, int4_wo, sq).",
+            )
             .with_argument("m", "Rows of the activation (tokens), m >= 0.")
             .with_argument("n", "Output features, n >= 1.")
             .with_argument("k", "Reduction dimension, k >= 1.")

@@ -90,7 +90,13 @@ impl TableFunctionImpl for GemmTrace {
     }
 }
 
-fn trace_batch(schema: &SchemaRef, db: &str, quant: &str, (m, n, k): (i64, i64, i64), steps: &[TraceStep]) -> Result<RecordBatch> {
+fn trace_batch(
+    schema: &SchemaRef,
+    db: &str,
+    quant: &str,
+    (m, n, k): (i64, i64, i64),
+    steps: &[TraceStep],
+) -> Result<RecordBatch> {
     let rows = steps.len();
     let repeat_text = |v: &str| {
         let mut b = StringBuilder::new();

@@ -6,11 +6,11 @@
 pub mod args;
 pub mod config;
 pub mod database;
+pub mod engine_step;
 mod gemm_args;
 pub mod gemm_latency;
 pub mod gemm_sol;
 pub mod gemm_trace;
-pub mod engine_step;
 pub mod step_args;
 pub mod step_latency;
 pub mod systems;
@@ -24,9 +24,9 @@ use datafusion::logical_expr::{DocSection, ScalarUDF};
 use aicsql_tables::DataTree;
 
 pub use config::{AicOptions, OnMiss};
+pub use engine_step::EngineStep;
 pub use gemm_latency::GemmLatency;
 pub use gemm_sol::GemmSolFn;
-pub use engine_step::EngineStep;
 pub use gemm_trace::GemmTrace;
 pub use step_latency::StepLatency;
 

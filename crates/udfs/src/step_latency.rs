@@ -7,9 +7,7 @@ use std::sync::{Arc, OnceLock};
 use datafusion::arrow::array::Float64Builder;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, ScalarValue, exec_err};
-use datafusion::logical_expr::{
-    ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature,
-};
+use datafusion::logical_expr::{ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature};
 
 use aicsql_tables::DataTree;
 use aicsql_tables::step::{StepError, StepModel};
@@ -97,13 +95,15 @@ impl ScalarUDFImpl for StepLatency {
             return exec_err!("{NAME} takes 7 or 9 arguments, got {}", values.len());
         }
         let texts = [Text::new(NAME, 1, &values[0])?, Text::new(NAME, 2, &values[1])?, Text::new(NAME, 3, &values[2])?];
-        let ints: Vec<Int> = values[3..].iter().enumerate().map(|(i, v)| Int::new(NAME, i + 4, v)).collect::<Result<_>>()?;
+        let ints: Vec<Int> =
+            values[3..].iter().enumerate().map(|(i, v)| Int::new(NAME, i + 4, v)).collect::<Result<_>>()?;
         let mut models = Models { tree: &self.tree, options: &options, entries: Vec::new(), last: 0 };
         let rows = args.number_rows;
         let scalar = values.iter().all(|v| matches!(v, ColumnarValue::Scalar(_)));
         let mut out = Float64Builder::with_capacity(if scalar { 1 } else { rows });
         for row in 0..if scalar { 1 } else { rows } {
-            let (Some(model), Some(db), Some(phase_name)) = (texts[0].get(row), texts[1].get(row), texts[2].get(row)) else {
+            let (Some(model), Some(db), Some(phase_name)) = (texts[0].get(row), texts[1].get(row), texts[2].get(row))
+            else {
                 out.append_null();
                 continue;
             };

@@ -19,7 +19,8 @@ impl SystemSpecs {
         if let Some(spec) = self.specs.lock().map_err(|_| lock_err())?.get(system) {
             return Ok(Arc::clone(spec));
         }
-        let (spec, _) = system_spec(tree, system).map_err(|e| DataFusionError::Execution(format!("{function}: {e}")))?;
+        let (spec, _) =
+            system_spec(tree, system).map_err(|e| DataFusionError::Execution(format!("{function}: {e}")))?;
         let spec = Arc::new(spec);
         self.specs.lock().map_err(|_| lock_err())?.insert(system.to_string(), Arc::clone(&spec));
         Ok(spec)
