@@ -174,3 +174,20 @@ def test_worked_example_on_both_paths(ctx):
     )
     assert got == [{"ttft": 24.74004986586315, "py_ttft": 24.74004986586315,
                     "tpot": 7.121815664339327, "py_tpot": 7.121815664339327}]
+
+
+def test_a_version_that_only_reuses_its_gemm_table_on_both_paths(ctx):
+    # gb200/trtllm/1.3.0rc23 holds no gemm_perf.parquet; its reuse.yaml names
+    # 1.3.0rc20, so with the shared layer its answers are rc20's.
+    sql = """SELECT {f}('gb200/trtllm/1.3.0rc23', q, m, n, k) AS reuse, {f}('gb200/trtllm/1.3.0rc20', q, m, n, k) AS own
+             FROM (VALUES ('fp8_block'), ('bfloat16')) AS qs(q),
+                  (VALUES (1, 1280, 5120), (416, 7168, 2048), (20000, 1000, 3000)) AS shapes(m, n, k)
+             ORDER BY q, m"""
+    rust = rows(ctx, sql.format(f="gemm_latency"))
+    py = rows(ctx, sql.format(f="py_gemm_latency"))
+    assert len(rust) == 6 and all(r["reuse"] is not None and r["reuse"] == r["own"] for r in rust)
+    assert py == rust
+    ctx.sql("SET aic.shared_layer = false").collect()
+    for function in ("gemm_latency", "py_gemm_latency"):
+        with pytest.raises(Exception, match=r"has no GEMM file of its own; its gemm_perf reuses 1\.3\.0rc20"):
+            ctx.sql(f"SELECT {function}('gb200/trtllm/1.3.0rc23', 'fp8', 1, 1280, 5120)").collect()

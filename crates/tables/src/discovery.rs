@@ -98,6 +98,20 @@ impl PerfFile {
     }
 }
 
+/// A version directory's `reuse.yaml`: the version declares some of its
+/// tables by naming donor versions instead of holding their files (e.g.
+/// `gb200/gemm/trtllm/1.3.0rc23`). Listed only; `sources` reads it.
+#[derive(Debug, Clone)]
+pub struct ReuseFile {
+    pub system: String,
+    pub backend: String,
+    pub version: String,
+    /// Family directory (family layout only); the file speaks for that family's tables.
+    pub family: Option<String>,
+    pub root: usize,
+    pub path: PathBuf,
+}
+
 /// A plain document (system YAML, model config, support matrix CSV) after
 /// release precedence by file name.
 #[derive(Debug, Clone)]
@@ -113,6 +127,7 @@ pub struct DocFile {
 pub struct DataTree {
     roots: Vec<DataRoot>,
     perf_files: Vec<PerfFile>,
+    reuse_files: Vec<ReuseFile>,
     system_yamls: Vec<DocFile>,
     model_configs: Vec<DocFile>,
     support_matrices: Vec<DocFile>,
@@ -159,12 +174,15 @@ impl DataTree {
         order.sort_by(|&a, &b| roots[b].rank().cmp(&roots[a].rank()));
 
         let mut perf: BTreeMap<(String, String, String, String), PerfFile> = BTreeMap::new();
+        let mut reuse_files = Vec::new();
         let mut systems = BTreeMap::new();
         let mut models = BTreeMap::new();
         let mut support = BTreeMap::new();
         for &ri in &order {
             let root = &roots[ri];
-            for file in list_perf_files(&root.dir.join("systems").join("data"), ri)? {
+            let listing = list_perf_files(&root.dir.join("systems").join("data"), ri)?;
+            reuse_files.extend(listing.reuse);
+            for file in listing.perf {
                 let key = (file.system.clone(), file.backend.clone(), file.version.clone(), file.table.clone());
                 match perf.get_mut(&key) {
                     Some(winner) => winner.shadowed.push(ri),
@@ -187,6 +205,7 @@ impl DataTree {
         Ok(DataTree {
             roots,
             perf_files,
+            reuse_files,
             system_yamls: systems.into_values().collect(),
             model_configs: models.into_values().collect(),
             support_matrices: support.into_values().collect(),
@@ -201,6 +220,12 @@ impl DataTree {
     /// Perf files in (system, backend, PEP 440 version, table) order.
     pub fn perf_files(&self) -> &[PerfFile] {
         &self.perf_files
+    }
+
+    /// Every `reuse.yaml` under `systems/data`, best root first (the order
+    /// in which a lookup should take them).
+    pub fn reuse_files(&self) -> &[ReuseFile] {
+        &self.reuse_files
     }
 
     /// Distinct table kinds, sorted.
@@ -311,8 +336,15 @@ fn release_of(root: &Path) -> Result<Release> {
     Ok(Release::local(root))
 }
 
-fn list_perf_files(data_dir: &Path, root: usize) -> Result<Vec<PerfFile>> {
-    let mut out = Vec::new();
+/// What one root's `systems/data` holds.
+#[derive(Default)]
+struct Listing {
+    perf: Vec<PerfFile>,
+    reuse: Vec<ReuseFile>,
+}
+
+fn list_perf_files(data_dir: &Path, root: usize) -> Result<Listing> {
+    let mut out = Listing::default();
     for system in read_dir_sorted(data_dir)? {
         if !system.path().is_dir() {
             continue;
@@ -323,7 +355,7 @@ fn list_perf_files(data_dir: &Path, root: usize) -> Result<Vec<PerfFile>> {
     Ok(out)
 }
 
-fn walk_system(dir: &Path, system: &str, parts: &mut Vec<String>, root: usize, out: &mut Vec<PerfFile>) -> Result<()> {
+fn walk_system(dir: &Path, system: &str, parts: &mut Vec<String>, root: usize, out: &mut Listing) -> Result<()> {
     for entry in read_dir_sorted(dir)? {
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -335,13 +367,26 @@ fn walk_system(dir: &Path, system: &str, parts: &mut Vec<String>, root: usize, o
             }
             continue;
         }
-        let Some(table) = name.strip_suffix("_perf.parquet") else { continue };
         let (family, layout, backend, version) = match parts.as_slice() {
             [backend, version] => (None, Layout::Legacy, backend, version),
             [family, backend, version] => (Some(family.clone()), Layout::Family, backend, version),
             _ => continue,
         };
-        out.push(PerfFile {
+        if name == "reuse.yaml" {
+            out.reuse.push(ReuseFile {
+                system: system.to_string(),
+                backend: backend.clone(),
+                version: version.clone(),
+                family,
+                root,
+                path,
+            });
+            continue;
+        }
+        let Some(table) = name.strip_suffix("_perf.parquet") else {
+            continue;
+        };
+        out.perf.push(PerfFile {
             system: system.to_string(),
             backend: backend.clone(),
             version: version.clone(),

@@ -4,7 +4,8 @@
 //! Shared layer off: the database's own file. Shared layer on, in priority
 //! order: the own file; donors named by the version dir's `reuse.yaml`; the
 //! same backend's strictly older versions (PEP 440, nearest first, names that
-//! do not parse skipped). Donors and older versions whose `collection_meta.yaml`
+//! do not parse skipped). A version the data declares (some file of it
+//! exists) but that lacks this table's file gets the union without it. Donors and older versions whose `collection_meta.yaml`
 //! marks the table partial are skipped. The union is per table: every
 //! source's rows are read and first-wins is applied per key by the loader.
 //! Communication tables never take part in the union; their loaders ask for
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml_ng::Value;
 
-use crate::discovery::{DataTree, PerfFile};
+use crate::discovery::{DataTree, PerfFile, ReuseFile, cmp_version_names};
 use crate::error::{Result, TablesError};
 use crate::pep440::Version;
 
@@ -92,13 +93,18 @@ pub(crate) fn plan(
     let own = files.iter().find(|f| f.version == version);
     let reuse_file = match own {
         Some(f) => Some(f.version_dir().join("reuse.yaml")).filter(|p| p.is_file()),
-        None => reuse_only_file(tree, table, system, backend, version),
+        None => reuse_only_file(tree, table, system, backend, version)?.map(Path::to_path_buf),
     };
     let donors = match &reuse_file {
         Some(path) => read_reuse(path, table)?,
         None => Vec::new(),
     };
-    if own.is_none() && (!shared || donors.is_empty()) {
+    // Without a file of its own the table is what the donors and older
+    // versions offer (spec 4.2 lists the channels, not a precondition), but
+    // only for a version the data declares: any table file or reuse.yaml of
+    // (system, backend, version). Otherwise every made-up version newer than
+    // the last would borrow its predecessors' rows.
+    if own.is_none() && (!shared || !(version_declared(tree, system, backend, version) || !donors.is_empty())) {
         return Err(unknown_database(tree, table, system, backend, version, &donors));
     }
 
@@ -126,35 +132,87 @@ pub(crate) fn plan(
             admit(f, SourceRole::Older, &mut out)?;
         }
     }
+    if out.is_empty() {
+        return Err(unknown_database(tree, table, system, backend, version, &donors));
+    }
     Ok(out)
+}
+
+/// Whether the data holds anything of (system, backend, version): a table
+/// file of any kind or a `reuse.yaml`.
+fn version_declared(tree: &DataTree, system: &str, backend: &str, version: &str) -> bool {
+    tree.perf_files().iter().any(|f| f.system == system && f.backend == backend && f.version == version)
+        || tree.reuse_files().iter().any(|r| r.system == system && r.backend == backend && r.version == version)
 }
 
 fn source(f: &PerfFile, role: SourceRole) -> TableSource {
     TableSource { version: f.version.clone(), path: f.path.clone(), role, new_keys: 0 }
 }
 
+/// Versions of (system, backend) that hold no `table` file of their own but
+/// declare the table in a `reuse.yaml` (e.g. GEMM of `gb200/trtllm/1.3.0rc23`,
+/// which reuses 1.3.0rc20): databases the shared layer serves from donors.
+/// PEP 440 order.
+pub fn reuse_only_versions(tree: &DataTree, table: &TableFile, system: &str, backend: &str) -> Result<Vec<String>> {
+    let own = |version: &str| {
+        tree.perf_files()
+            .iter()
+            .any(|f| f.table == table.table && f.system == system && f.backend == backend && f.version == version)
+    };
+    let mut versions: Vec<String> = Vec::new();
+    for file in reuse_files_for(tree, table, system, backend) {
+        if versions.contains(&file.version) || own(&file.version) {
+            continue;
+        }
+        if reuse_only_file(tree, table, system, backend, &file.version)?.is_some() {
+            versions.push(file.version.clone());
+        }
+    }
+    versions.sort_by(|a, b| cmp_version_names(a, b));
+    Ok(versions)
+}
+
+/// The `reuse.yaml` files that can speak for `table` of (system, backend):
+/// legacy version dirs, and the table's own family dirs. Best root first.
+fn reuse_files_for<'t>(
+    tree: &'t DataTree,
+    table: &TableFile,
+    system: &str,
+    backend: &str,
+) -> impl Iterator<Item = &'t ReuseFile> {
+    let family = table.family;
+    let backend = backend.to_string();
+    let system = system.to_string();
+    tree.reuse_files()
+        .iter()
+        .filter(move |r| r.system == system && r.backend == backend && r.family.as_deref().is_none_or(|f| f == family))
+}
+
 /// A version dir that declares the table by reuse only (no parquet of its
-/// own, e.g. `gb200/gemm/trtllm/1.3.0rc23`). Roots are searched best first,
-/// like file precedence: a user's own tree, then newer releases, then mount order.
-fn reuse_only_file(tree: &DataTree, table: &TableFile, system: &str, backend: &str, version: &str) -> Option<PathBuf> {
-    let mut roots: Vec<_> = tree.roots().iter().collect();
-    roots.sort_by_key(|r| {
-        let release = r.release.label.split_once("==").and_then(|(_, v)| Version::parse(v));
-        (std::cmp::Reverse(r.release.is_local()), std::cmp::Reverse(release), r.mount_index)
-    });
-    roots.iter().find_map(|root| {
-        let data = root.dir.join("systems").join("data").join(system);
-        [data.join(table.family).join(backend).join(version), data.join(backend).join(version)]
-            .into_iter()
-            .map(|dir| dir.join("reuse.yaml"))
-            .find(|p| p.is_file() && read_reuse(p, table).is_ok_and(|d| !d.is_empty()))
-    })
+/// own): the first of its `reuse.yaml` files, best root first (a user's own
+/// tree, then newer releases, then mount order), that names donors for the
+/// table. A malformed file is an error, not a silent skip.
+fn reuse_only_file<'t>(
+    tree: &'t DataTree,
+    table: &TableFile,
+    system: &str,
+    backend: &str,
+    version: &str,
+) -> Result<Option<&'t Path>> {
+    for file in reuse_files_for(tree, table, system, backend).filter(|r| r.version == version) {
+        if !read_reuse(&file.path, table)?.is_empty() {
+            return Ok(Some(&file.path));
+        }
+    }
+    Ok(None)
 }
 
 /// `reuse: [{table: <file>, from_version: X}, ...]` -> the donor versions, in file order.
 fn read_reuse(path: &Path, table: &TableFile) -> Result<Vec<String>> {
     let doc = read_yaml(path)?;
-    let Some(entries) = doc.get("reuse") else { return Ok(Vec::new()) };
+    let Some(entries) = doc.get("reuse") else {
+        return Ok(Vec::new());
+    };
     let entries = entries.as_sequence().ok_or_else(|| TablesError::document(path, "`reuse` must be a list"))?;
     let mut donors = Vec::new();
     for entry in entries {
@@ -191,7 +249,9 @@ fn is_partial(version_dir: &Path, table: &TableFile) -> Result<bool> {
 /// manifest does that for the tables read here, so the channel is not
 /// implemented; refuse rather than silently differ if a manifest ever does.
 fn refuse_cross_backend_rows(tree: &DataTree, table: &TableFile, backend: &str) -> Result<()> {
-    let Some(doc) = tree.system_yamls().iter().find(|d| d.stem == MANIFEST_STEM) else { return Ok(()) };
+    let Some(doc) = tree.system_yamls().iter().find(|d| d.stem == MANIFEST_STEM) else {
+        return Ok(());
+    };
     let manifest = read_yaml(&doc.path)?;
     let op_file = format!("{}.parquet", table.file);
     let groups = manifest.get("groups").and_then(Value::as_sequence).map(Vec::as_slice).unwrap_or_default();
@@ -252,10 +312,13 @@ fn unknown_database(
             systems.join(", ")
         ));
     }
-    TablesError::InvalidInput(format!(
-        "unknown database '{db}': no {label} table; {system} has {label} tables for {}",
-        same_system.join(", ")
-    ))
+    // A version the data has (other tables, a reuse.yaml) is not unknown.
+    let what = if version_declared(tree, system, backend, version) {
+        format!("database '{db}' has no {label} table")
+    } else {
+        format!("unknown database '{db}': no {label} table")
+    };
+    TablesError::InvalidInput(format!("{what}; {system} has {label} tables for {}", same_system.join(", ")))
 }
 
 #[cfg(test)]
@@ -296,5 +359,32 @@ mod tests {
         let Ok(sources) = plan(tree, &CUSTOM_ALLREDUCE_FILE, "h200_sxm", "vllm", "0.19.0", false) else { panic!() };
         let path = sources[0].path.to_string_lossy().into_owned();
         assert!(path.contains("comm/vllm/0.19.0"), "{path}");
+    }
+
+    #[test]
+    fn a_version_that_only_reuses_is_listed_as_such() {
+        let tree = crate::test_data::tree();
+        let reusing = reuse_only_versions(tree, &GEMM_FILE, "gb200", "trtllm").unwrap_or_default();
+        assert_eq!(reusing, ["1.3.0rc23"]);
+        // Its MoE table has a file of its own (and a reuse.yaml): not reuse-only.
+        assert!(reuse_only_versions(tree, &MOE_FILE, "gb200", "trtllm").unwrap_or_default().is_empty());
+        assert!(reuse_only_versions(tree, &GEMM_FILE, "h200_sxm", "vllm").unwrap_or_default().is_empty());
+    }
+
+    /// gb200/trtllm/1.3.0rc23 exists (MoE, sparse attention, a GEMM reuse.yaml)
+    /// but has no context-attention file: with the shared layer the table is
+    /// the older versions' union; a version the data does not declare has none.
+    #[test]
+    fn a_declared_version_without_the_file_takes_the_older_versions() {
+        let got = versions(&CONTEXT_ATTENTION_FILE, "gb200", "trtllm", "1.3.0rc23", true);
+        assert_eq!(got.first().map(String::as_str), Some("1.3.0rc20"), "{got:?}");
+        let rc23 = Version::parse("1.3.0rc23");
+        assert!(got.iter().all(|v| Version::parse(v) < rc23), "{got:?}");
+        let tree = crate::test_data::tree();
+        let off = plan(tree, &CONTEXT_ATTENTION_FILE, "gb200", "trtllm", "1.3.0rc23", false);
+        assert!(off.is_err(), "{off:?}");
+        let made_up = plan(tree, &CONTEXT_ATTENTION_FILE, "gb200", "trtllm", "9.9.9", true);
+        let err = made_up.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("unknown database 'gb200/trtllm/9.9.9'"), "{err}");
     }
 }

@@ -3,6 +3,7 @@
 
 use datafusion::common::{DataFusionError, Result};
 
+use aicsql_tables::sources::{TableFile, reuse_only_versions};
 use aicsql_tables::{DataTree, discovery::cmp_version_names};
 
 use crate::config::AicOptions;
@@ -22,8 +23,13 @@ impl Database {
 }
 
 /// Completes and checks `arg` for a table kind: the database must hold a
-/// file of that kind. Errors name the argument and list what exists.
-pub fn resolve(function: &str, tree: &DataTree, table: &str, arg: &str, options: &AicOptions) -> Result<Database> {
+/// file of that kind, or declare the table in its `reuse.yaml` (then the
+/// table loader serves it from the donors, or says why not with the shared
+/// layer off). `latest` is the newest version with a file of its own, so a
+/// version that only reuses is used when named. Errors name the argument and
+/// list what exists.
+pub fn resolve(function: &str, tree: &DataTree, file: &TableFile, arg: &str, options: &AicOptions) -> Result<Database> {
+    let table = file.table;
     let parts: Vec<&str> = arg.split('/').collect();
     let (system, backend, version) = match parts.as_slice() {
         [s] => (*s, None, None),
@@ -79,14 +85,20 @@ pub fn resolve(function: &str, tree: &DataTree, table: &str, arg: &str, options:
     } else if versions().any(|v| v == wanted) {
         wanted
     } else {
-        let listed: Vec<&str> = versions().collect();
-        return Err(invalid(
-            function,
-            format!(
-                "no {table} table for {system}/{backend}/{wanted} (database '{arg}'); versions: {}",
-                listed.join(", ")
-            ),
-        ));
+        let reusing = reuse_only_versions(tree, file, system, backend).map_err(|e| invalid(function, e.to_string()))?;
+        if reusing.iter().any(|v| v == wanted) {
+            wanted
+        } else {
+            let mut listed: Vec<String> = versions().map(str::to_string).collect();
+            listed.extend(reusing.iter().map(|v| format!("{v} (reuses)")));
+            return Err(invalid(
+                function,
+                format!(
+                    "no {table} table for {system}/{backend}/{wanted} (database '{arg}'); versions: {}",
+                    listed.join(", ")
+                ),
+            ));
+        }
     };
     Ok(Database { system: system.to_string(), backend: backend.to_string(), version: version.to_string() })
 }

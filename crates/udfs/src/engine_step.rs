@@ -17,6 +17,7 @@ use crate::args::{constant, constant_int, constant_text};
 use crate::config::{AicOptions, OnMiss};
 use crate::database::resolve;
 use crate::step_args::{ARGS, phase, shape, step_error};
+use aicsql_tables::sources::GEMM_FILE;
 
 pub const NAME: &str = "engine_step";
 
@@ -109,7 +110,7 @@ impl TableFunctionImpl for EngineStep {
         let phase = phase(NAME, &phase_name)?;
         let shape =
             shape(NAME, [tp, batch, isl, osl], [ints.get(4).copied().flatten(), ints.get(5).copied().flatten()])?;
-        let database = resolve(NAME, &self.tree, "gemm", &db, &options)?;
+        let database = resolve(NAME, &self.tree, &GEMM_FILE, &db, &options)?;
         let db_name = database.name();
         let report = StepModel::new(
             &self.tree,

@@ -18,6 +18,7 @@ use crate::args::{constant, constant_int, constant_text};
 use crate::config::AicOptions;
 use crate::database::resolve;
 use crate::gemm_args::{check_shape, gemm_table, quant};
+use aicsql_tables::sources::GEMM_FILE;
 
 pub const NAME: &str = "gemm_trace";
 
@@ -81,7 +82,7 @@ impl TableFunctionImpl for GemmTrace {
             return Ok(Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![]])?));
         };
         let quant = quant(NAME, &q)?;
-        let database = resolve(NAME, &self.tree, "gemm", &db, &options)?;
+        let database = resolve(NAME, &self.tree, &GEMM_FILE, &db, &options)?;
         check_shape(NAME, m, n, k)?;
         let table = gemm_table(NAME, &self.tree, &database, quant, &options)?;
         let steps = table.trace(m, n, k);

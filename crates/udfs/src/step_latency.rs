@@ -17,6 +17,7 @@ use crate::config::{AicOptions, OnMiss};
 use crate::database::resolve;
 use crate::step_args::{coerce_step, phase, shape, step_error, step_signature};
 use crate::{DOC_SECTION_AICSQL, SharedTree};
+use aicsql_tables::sources::GEMM_FILE;
 
 const NAME: &str = "step_latency";
 
@@ -49,7 +50,7 @@ impl<'a> Models<'a> {
             None => match self.entries.iter().position(hit) {
                 Some(i) => i,
                 None => {
-                    let database = resolve(NAME, self.tree, "gemm", db, self.options)?;
+                    let database = resolve(NAME, self.tree, &GEMM_FILE, db, self.options)?;
                     let name = database.name();
                     let step = StepModel::new(
                         self.tree,

@@ -20,7 +20,11 @@ given system the first family directory in name order holding the file wins,
 spec 4.1 / 11.10; ``gemm_perf.parquet`` only ever lives in ``gemm``).
 
 A *database* is ``system/backend/version``; it has a GEMM table when some
-root holds its own ``gemm_perf.parquet``.
+root holds its own ``gemm_perf.parquet``, or when its version directory
+declares the table in a ``reuse.yaml`` without holding the file (e.g.
+``gb200/trtllm/1.3.0rc23``, whose GEMM table reuses 1.3.0rc20): the shared
+layer then serves it from the donors. ``latest`` only considers versions
+with a file of their own.
 
 Where the data is: the explicit ``data`` argument, else ``$AICSQL_DATA``, else
 ``$XDG_CACHE_HOME/aicsql``, else ``~/.cache/aicsql`` -- the same rule as the
@@ -222,6 +226,61 @@ class DataTree:
     def gemm_file(self, db: Database) -> Optional[GemmFile]:
         return self.gemm_files.get((db.system, db.backend, db.version))
 
+    def reuse_donors(
+        self,
+        system: str,
+        backend: str,
+        version: str,
+        table: str = "gemm_perf",
+        family: str = "gemm",
+        version_dir: Optional[str] = None,
+    ) -> List[str]:
+        """Donor versions a version dir's ``reuse.yaml`` declares for ``table``
+        (file stem, e.g. ``gemm_perf``), in file order; donors are versions of
+        the same system and backend (spec 4.2).
+
+        ``version_dir`` is the dir of the database's own file of the table;
+        without one (a version that only reuses), the first ``reuse.yaml`` of
+        the version that declares donors for the table counts, best root
+        first, the table's family dir before the legacy version dir."""
+        if version_dir is not None:
+            candidates = [os.path.join(version_dir, "reuse.yaml")]
+        else:
+            candidates = []
+            for root in self.roots:
+                data = os.path.join(root.dir, "systems", "data", system)
+                candidates.append(os.path.join(data, family, backend, version, "reuse.yaml"))
+                candidates.append(os.path.join(data, backend, version, "reuse.yaml"))
+        for path in candidates:
+            if not os.path.isfile(path):
+                continue
+            donors = []
+            for entry in (self.read_yaml(path) or {}).get("reuse") or []:
+                if not isinstance(entry, dict) or entry.get("table") != table:
+                    continue
+                if "from_version" not in entry:
+                    raise ValueError(f"{path}: a {table} reuse entry has no from_version")
+                donors.append(str(entry["from_version"]))
+            if donors or version_dir is not None:
+                return donors
+        return []
+
+    def reuse_only_versions(self, system: str, backend: str) -> List[str]:
+        """Versions without a GEMM file of their own whose ``reuse.yaml``
+        declares GEMM donors, ascending PEP 440."""
+        found = set()
+        for root in self.roots:
+            data = os.path.join(root.dir, "systems", "data", system)
+            for parent in (os.path.join(data, "gemm", backend), os.path.join(data, backend)):
+                for version in _listdir(parent):
+                    if (system, backend, version) in self.gemm_files or version in found:
+                        continue
+                    if os.path.isfile(os.path.join(parent, version, "reuse.yaml")) and self.reuse_donors(
+                        system, backend, version
+                    ):
+                        found.add(version)
+        return pep440.sort_versions(found)
+
     # ---- documents ----------------------------------------------------------
 
     def read_yaml(self, path: str):
@@ -278,9 +337,12 @@ class DataTree:
         if wanted == "latest":
             return Database(system, backend, latest(versions))
         if wanted not in versions:
-            raise ValueError(
-                f"no gemm table for {system}/{backend}/{wanted} (database {text!r}); versions: " + ", ".join(versions)
-            )
+            reusing = self.reuse_only_versions(system, backend)
+            if wanted not in reusing:
+                listed = versions + [f"{v} (reuses)" for v in reusing]
+                raise ValueError(
+                    f"no gemm table for {system}/{backend}/{wanted} (database {text!r}); versions: " + ", ".join(listed)
+                )
         return Database(system, backend, wanted)
 
 

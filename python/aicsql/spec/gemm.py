@@ -471,28 +471,12 @@ def _is_partial(tree: DataTree, version_dir: str) -> bool:
     return isinstance(table, dict) and table.get("status") == "partial"
 
 
-def _reuse_donors(tree: DataTree, own: GemmFile) -> List[GemmFile]:
-    """Donors declared for the GEMM table in the version dir's reuse.yaml, in file order."""
-    path = os.path.join(own.version_dir, "reuse.yaml")
-    if not os.path.isfile(path):
-        return []
-    doc = tree.read_yaml(path) or {}
-    donors = []
-    for entry in doc.get("reuse") or []:
-        if not isinstance(entry, dict):
-            continue
-        table = str(entry.get("table", ""))
-        if table not in ("gemm_perf", GEMM_FILE):
-            continue
-        key = (
-            str(entry.get("from_system", own.system)),
-            str(entry.get("from_backend", own.backend)),
-            str(entry.get("from_version", own.version)),
-        )
-        donor = tree.gemm_files.get(key)
-        if donor is not None:
-            donors.append(donor)
-    return donors
+def _reuse_donors(tree: DataTree, db: Database, own: Optional[GemmFile]) -> List[GemmFile]:
+    """Donors declared for the GEMM table in the version dir's reuse.yaml, in
+    file order; donors without a GEMM file are skipped."""
+    versions = tree.reuse_donors(db.system, db.backend, db.version, version_dir=own.version_dir if own else None)
+    donors = [tree.gemm_files.get((db.system, db.backend, v)) for v in versions]
+    return [d for d in donors if d is not None]
 
 
 def _check_cross_backend(tree: DataTree, db: Database) -> None:
@@ -514,13 +498,20 @@ def _check_cross_backend(tree: DataTree, db: Database) -> None:
 def gemm_sources(tree: DataTree, db: Database, shared_layer: bool = True) -> List[GemmFile]:
     """The files of a database's GEMM table, in priority order (spec 4.2)."""
     own = tree.gemm_file(db)
+    sources = [own] if own is not None else []
     if own is None:
-        raise ValueError(f"no gemm table for {db.name}")
-    sources = [own]
+        donors = tree.reuse_donors(db.system, db.backend, db.version)
+        if not donors:
+            raise ValueError(f"no gemm table for {db.name}")
+        if not shared_layer:
+            raise ValueError(
+                f"database '{db.name}' has no GEMM file of its own; its gemm_perf reuses "
+                f"{', '.join(donors)} (enable the shared layer)"
+            )
     if not shared_layer:
         return sources
-    for donor in _reuse_donors(tree, own):
-        if donor not in sources:
+    for donor in _reuse_donors(tree, db, own):
+        if donor not in sources and not _is_partial(tree, donor.version_dir):
             sources.append(donor)
     requested = pep440.parse(db.version)
     if requested is not None:

@@ -145,31 +145,34 @@ def _is_partial(tree: DataTree, f: TableFile) -> bool:
     return isinstance(table, dict) and table.get("status") == "partial"
 
 
+# The family directory of each table the engine step reads (spec 4.1): a
+# family-layout reuse.yaml speaks for its own family's tables.
+FAMILIES = {
+    "gemm_perf.parquet": "gemm",
+    "context_attention_perf.parquet": "attention",
+    "generation_attention_perf.parquet": "attention",
+    "moe_perf.parquet": "moe",
+    "custom_allreduce_perf.parquet": "comm",
+    "nccl_perf.parquet": "comm",
+}
+
+
 def _reuse_donors(
     tree: DataTree, index: TableIndex, db: Database, name: str, own: Optional[TableFile]
 ) -> List[TableFile]:
-    """Donors declared for this table in the requested version dir's reuse.yaml, in file order."""
-    if own is None:
-        return []
-    path = os.path.join(own.version_dir, "reuse.yaml")
-    if not os.path.isfile(path):
-        return []
-    doc = tree.read_yaml(path) or {}
-    donors = []
-    for entry in doc.get("reuse") or []:
-        if not isinstance(entry, dict):
-            continue
-        if str(entry.get("table", "")) not in (_stem(name), name):
-            continue
-        donor = index.file(
-            str(entry.get("from_system", db.system)),
-            str(entry.get("from_backend", db.backend)),
-            str(entry.get("from_version", db.version)),
-            name,
-        )
-        if donor is not None:
-            donors.append(donor)
-    return donors
+    """Donors declared for this table in the requested version's reuse.yaml
+    (the own file's dir, or for a version without the file the reuse.yaml
+    that declares it), in file order; donors without the file are skipped."""
+    versions = tree.reuse_donors(
+        db.system,
+        db.backend,
+        db.version,
+        table=_stem(name),
+        family=FAMILIES.get(name, ""),
+        version_dir=own.version_dir if own is not None else None,
+    )
+    donors = [index.file(db.system, db.backend, v, name) for v in versions]
+    return [d for d in donors if d is not None]
 
 
 def _check_cross_backend(tree: DataTree, db: Database, name: str) -> None:
