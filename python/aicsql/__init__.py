@@ -112,8 +112,8 @@ def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = 
     """Registers into ``ctx``: the ``aic`` catalog, the Rust functions
     (``gemm_latency``, ``gemm_sol``, ``gemm_trace``, ``step_latency``,
     ``engine_step``) and, unless ``python_path=False``, the Python path
-    (``py_gemm_latency``, ``py_gemm_trace``, ``py_step_latency``) reading the
-    same data.
+    (``py_gemm_latency``, ``py_gemm_trace``, ``py_step_latency``,
+    ``py_engine_step``) reading the same data.
     """
     dirs = _data_dirs(data)
     library = _internal.Library(dirs)
@@ -136,6 +136,12 @@ def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = 
         def step(settings, *arrays):
             return spec.step_latency_batch(settings, *arrays, data=spec_data)
 
+        def step_rows(settings, *args):
+            return spec.engine_step_table(settings, *args, data=spec_data)
+
         ctx.register_udf(ScalarUDF.from_pycapsule(library.python_scalar("py_gemm_latency", "gemm_latency", latency)))
         ctx.register_udf(ScalarUDF.from_pycapsule(library.python_scalar("py_step_latency", "step_latency", step)))
         ctx.register_udtf(TableFunction("py_gemm_trace", library.python_table_function("py_gemm_trace", "gemm_trace", trace), ctx))
+        ctx.register_udtf(
+            TableFunction("py_engine_step", library.python_table_function("py_engine_step", "engine_step", step_rows), ctx)
+        )

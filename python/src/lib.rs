@@ -79,6 +79,7 @@ impl Library {
     fn python_table_function(&self, name: &str, like: &str, func: Py<PyAny>) -> PyResult<TableFunction> {
         let schema = match like {
             aicsql_udfs::gemm_trace::NAME => aicsql_udfs::GemmTrace::schema(),
+            aicsql_udfs::engine_step::NAME => aicsql_udfs::EngineStep::schema(),
             other => return Err(PyValueError::new_err(format!("no Rust table function named '{other}'"))),
         };
         Ok(TableFunction::new(Arc::new(PythonTable::new(name, schema, func))))

@@ -191,3 +191,39 @@ def test_a_version_that_only_reuses_its_gemm_table_on_both_paths(ctx):
     for function in ("gemm_latency", "py_gemm_latency"):
         with pytest.raises(Exception, match=r"has no GEMM file of its own; its gemm_perf reuses 1\.3\.0rc20"):
             ctx.sql(f"SELECT {function}('gb200/trtllm/1.3.0rc23', 'fp8', 1, 1280, 5120)").collect()
+
+
+STEP_CASES = [
+    # The worked example (spec 12), a MoE golden model with inferred moe_ep,
+    # and a step that misses (no all-reduce table for 1.3.0rc23).
+    ("Qwen/Qwen3-32B-FP8", "h200_sxm/vllm/0.19.0", 8, 1, 1024, 128, None, None),
+    ("Qwen/Qwen3-30B-A3B", "h200_sxm/vllm/0.19.0", 4, 8, 4096, 128, 1, None),
+    ("Qwen/Qwen3-32B-FP8", "gb200/trtllm/1.3.0rc23", 2, 8, 1024, 128, None, None),
+]
+
+
+@pytest.mark.parametrize("case", STEP_CASES, ids=lambda c: f"{c[0]}@{c[1]}/tp{c[2]}")
+@pytest.mark.parametrize("phase", ["context", "generation"])
+def test_engine_step_tables_agree_row_for_row(ctx, case, phase):
+    model, db, tp, batch, isl, osl, moe_tp, moe_ep = case
+    sql_args = f"'{model}', '{db}', '{phase}', {tp}, {batch}, {isl}, {osl}"
+    if moe_tp is not None or moe_ep is not None:
+        sql_args += f", {'NULL' if moe_tp is None else moe_tp}, {'NULL' if moe_ep is None else moe_ep}"
+    # Miss reasons are worded by each path; every other column must be equal.
+    rust = ctx.sql(f"SELECT * EXCLUDE (reason) FROM engine_step({sql_args})").to_arrow_table()
+    py = ctx.sql(f"SELECT * EXCLUDE (reason) FROM py_engine_step({sql_args})").to_arrow_table()
+    assert rust.num_rows >= 2
+    assert rust.to_pylist() == py.to_pylist()
+    total = [r for r in py.to_pylist() if r["row_kind"] == "step_total"]
+    assert len(total) == 1
+    assert total[0]["miss"] == db.endswith("1.3.0rc23")
+
+
+def test_py_engine_step_rejects_bad_calls(ctx):
+    with pytest.raises(Exception, match="7 or 9 arguments"):
+        ctx.sql("SELECT * FROM py_engine_step('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 'context', 8)").collect()
+    with pytest.raises(Exception, match="unknown phase"):
+        ctx.sql("SELECT * FROM py_engine_step('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 'decode', 8, 1, 1, 2)").collect()
+    assert ctx.sql(
+        "SELECT * FROM py_engine_step('Qwen/Qwen3-32B-FP8', NULL, 'context', 8, 1, 1024, 2)"
+    ).to_arrow_table().num_rows == 0

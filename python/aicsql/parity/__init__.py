@@ -4,7 +4,9 @@ aicsql has two implementations of aiconfigurator's GEMM estimator: the Rust
 one behind ``gemm_latency`` / ``gemm_trace`` (the product) and the
 pure-Python restatement of the spec behind ``py_gemm_latency`` /
 ``py_gemm_trace``. Parity between them is bit-identical or it is a bug.
-This package runs the SQL in ``queries/parity/`` over large query sets and
+The engine step has the same pair (``step_latency`` / ``engine_step`` and
+``py_step_latency`` / ``py_engine_step``). This package runs the SQL in
+``queries/parity/`` over large query sets and
 collects one report::
 
     import aicsql, aicsql.parity
@@ -12,6 +14,7 @@ collects one report::
     report = aicsql.parity.run(ctx, scan="gemm-models")      # pyarrow.Table
     print(aicsql.parity.format_summary(report))
     aicsql.parity.bisect(ctx, "h200_sxm/vllm/0.19.0", "fp8_block", 32, 1280, 5120)
+    aicsql.parity.bisect_step(ctx, "Qwen/Qwen3-32B-FP8", "h200_sxm/vllm/0.19.0", "context", 8, 1, 1024, 128)
 
 or from the command line: ``python -m aicsql.parity --scan gemm-models
 --out report.parquet`` (exit status 1 on any DRIFT or REGRESSION).
@@ -25,7 +28,7 @@ the Python path answered), EXTRA (only the Rust path answered), MISS_BOTH
 from __future__ import annotations
 
 from .report import exit_status, format_summary, status_counts, summary, worst_drifts, write
-from .runner import STATUSES, bisect, evaluate, run
+from .runner import STATUSES, bisect, bisect_step, evaluate, run
 from .scans import SCANS
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "run",
     "evaluate",
     "bisect",
+    "bisect_step",
     "summary",
     "format_summary",
     "status_counts",

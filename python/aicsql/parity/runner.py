@@ -27,7 +27,7 @@ import pyarrow as pa
 from . import scans, sqlfiles
 from .progress import Progress
 
-__all__ = ["run", "evaluate", "bisect", "STATUSES", "DEFAULT_CHUNK"]
+__all__ = ["run", "evaluate", "bisect", "bisect_step", "STATUSES", "DEFAULT_CHUNK"]
 
 STATUSES = ("STRICT_PASS", "DRIFT", "REGRESSION", "EXTRA", "MISS_BOTH")
 DEFAULT_CHUNK = 20_000
@@ -343,3 +343,31 @@ def bisect(
     sql = sqlfiles.rename_functions(sql, {"gemm_trace": rust, "py_gemm_trace": python})
     sql = sqlfiles.substitute(sql, {"db": str(db), "quant": str(quant), "m": int(m), "n": int(n), "k": int(k)})
     return _plain_strings(ctx.sql(sql).to_arrow_table())
+
+
+def bisect_step(
+    ctx,
+    model: str,
+    db: str,
+    phase: str,
+    tp: int,
+    batch: int,
+    isl: int,
+    osl: int,
+    moe_tp: Optional[int] = None,
+    moe_ep: Optional[int] = None,
+    rust: str = "engine_step",
+    python: str = "py_engine_step",
+) -> pa.Table:
+    """The first row (op, in step order) where the two paths' breakdowns of
+    one engine step differ, both sides side by side, with a ``diagnosis``
+    (``queries/parity/step_bisect.sql``). No row: the steps are identical.
+    ``rust``, ``python``: the table functions compared. Runs under the
+    session's current settings."""
+    (sql,) = sqlfiles.statements(sqlfiles.load("step_bisect.sql"))
+    if moe_tp is None and moe_ep is None:
+        sql = sql.replace(", $moe_tp, $moe_ep)", ")")  # the 7-argument form: a MoE model infers nothing
+    sql = sqlfiles.rename_functions(sql, {"engine_step": rust, "py_engine_step": python})
+    params = {"model": str(model), "db": str(db), "phase": str(phase), "tp": int(tp), "batch": int(batch),
+              "isl": int(isl), "osl": int(osl), "moe_tp": moe_tp, "moe_ep": moe_ep}  # fmt: skip
+    return _plain_strings(ctx.sql(sqlfiles.substitute(sql, params)).to_arrow_table())

@@ -79,9 +79,11 @@ def statements(text: str) -> List[str]:
     return out
 
 
-def _literal(value: Union[str, int]) -> str:
+def _literal(value: Union[str, int, None]) -> str:
+    if value is None:
+        return "NULL"
     if isinstance(value, bool):
-        raise TypeError("booleans are not GEMM parameters")
+        raise TypeError("booleans are not parity parameters")
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
@@ -89,9 +91,9 @@ def _literal(value: Union[str, int]) -> str:
     raise TypeError(f"cannot put {value!r} into SQL as a literal")
 
 
-def substitute(text: str, params: Mapping[str, Union[str, int]]) -> str:
+def substitute(text: str, params: Mapping[str, Union[str, int, None]]) -> str:
     """Replaces every ``$name`` by ``params[name]`` as a SQL literal (strings
-    quoted, integers as digits). A placeholder without a value is an error,
+    quoted, integers as digits, None as NULL). A placeholder without a value is an error,
     so a typo cannot leave a ``$`` for DataFusion to misread."""
 
     def repl(match: "re.Match[str]") -> str:

@@ -293,6 +293,6 @@ def gemm_sol(db: str, quant: str, m: int, n: int, k: int, *, data=None, backend:
 # Entry points of the engine-step estimator, next to the GEMM ones: the Rust
 # bridge calls `step_latency_batch` with the same settings dict.
 
-from .step.api import engine_step, step_latency, step_latency_batch  # noqa: E402
+from .step.api import engine_step, engine_step_table, step_latency, step_latency_batch  # noqa: E402
 
-__all__ += ["engine_step", "step_latency", "step_latency_batch"]
+__all__ += ["engine_step", "engine_step_table", "step_latency", "step_latency_batch"]

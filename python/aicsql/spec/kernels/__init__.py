@@ -22,7 +22,7 @@ from ..gemm import GemmTable, load_table
 from .attention import ContextAttentionTable, GenerationAttentionTable
 from .comm import CustomAllReduceTable, NcclTable
 from .grid import Grid, GridMiss, OutOfRange
-from .miss import PerfMiss, format_lookup
+from .miss import PerfMiss, lookup_call
 from .moe import MoETable
 from .quant import COMM_QUANTS, FMHA_QUANTS, KV_QUANTS, MOE_QUANTS, fmha_quant, kv_quant, moe_quant
 from .sources import TableFile, table_index, table_sources
@@ -46,7 +46,7 @@ __all__ = [
     "StepSystem",
     "TableFile",
     "fmha_quant",
-    "format_lookup",
+    "lookup_call",
     "kernels_for",
     "kv_quant",
     "moe_quant",

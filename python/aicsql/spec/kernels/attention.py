@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Tuple
 from ..data import Database, DataTree
 from ..sol import QuantMode
 from .grid import Grid, GridMiss, insert_first_wins
-from .miss import PerfMiss, format_lookup
+from .miss import PerfMiss, lookup_call
 from .quant import KV_QUANTS
 from .sources import read_columns, table_sources
 from .system import StepSystem
@@ -115,7 +115,7 @@ class ContextAttentionTable:
             args, kwargs = self.lookup_args(b, s, prefix, n, n_kv, q_kv, q_f, d, w)
             raise PerfMiss(
                 "context_attention_perf",
-                format_lookup("query_context_attention", args, kwargs),
+                lookup_call("query_context_attention", args, kwargs),
                 str(e) or "no data to anchor the query",
             ) from None
         return value * ((full**2 - prefix**2) / full**2), path
@@ -214,7 +214,7 @@ class GenerationAttentionTable:
             args, kwargs = self.lookup_args(b, s, n, n_kv, q_kv, d, w)
             raise PerfMiss(
                 "generation_attention_perf",
-                format_lookup("query_generation_attention", args, kwargs),
+                lookup_call("query_generation_attention", args, kwargs),
                 str(e) or "no data to anchor the query",
             ) from None
         total = 0.0

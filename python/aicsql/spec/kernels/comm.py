@@ -25,7 +25,7 @@ from typing import Dict, Optional, Tuple
 from ..data import Database, DataTree
 from ..sol import QuantMode
 from .grid import Grid, GridMiss, insert_first_wins
-from .miss import PerfMiss, format_lookup
+from .miss import PerfMiss, lookup_call
 from .quant import COMM_QUANTS
 from .sources import read_columns, table_index, table_sources
 from .system import StepSystem
@@ -58,7 +58,7 @@ class NcclTable:
         self._lock = threading.Lock()
 
     def query(self, q: QuantMode, op: str, g: int, size: int) -> Tuple[float, str]:
-        lookup = format_lookup("query_nccl", [q.name, g, op, size])
+        lookup = lookup_call("query_nccl", [q.name, g, op, size])
         by_g = (self.root.get(q.name) or {}).get(op) or {}
         if not by_g:
             raise PerfMiss("nccl_perf", lookup, "no NCCL data for this dtype and op")
@@ -130,11 +130,11 @@ class CustomAllReduceTable:
         g = system.num_gpus_per_node
         if g == 72 and tp > 4:
             if self.nccl is None:
-                lookup = format_lookup("query_nccl", ["half", tp, "all_reduce", size])
+                lookup = lookup_call("query_nccl", ["half", tp, "all_reduce", size])
                 raise PerfMiss("nccl_perf", lookup, "no NCCL table for misc.nccl_version")
             return self.nccl.query(_HALF, "all_reduce", tp, size)
         tp_eff = min(tp, g)
-        lookup = format_lookup("query_custom_allreduce", *self.lookup_args(tp, size))
+        lookup = lookup_call("query_custom_allreduce", *self.lookup_args(tp, size))
         grid = self._grid(tp_eff)
         if grid is None:
             raise PerfMiss("custom_allreduce_perf", lookup, f"no all-reduce data for {tp_eff} GPUs")

@@ -9,22 +9,35 @@ turns it into NULL. Bad *input* is never a miss (that is a ValueError).
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, NamedTuple, Sequence
 
-__all__ = ["PerfMiss", "format_lookup"]
+__all__ = ["PerfMiss", "LookupCall", "lookup_call"]
 
 
-def format_lookup(method: str, args: Sequence[Any] = (), kwargs: Dict[str, Any] = None) -> str:
-    """``query_x(a, b, k=v)`` -- how a lookup is named in messages."""
-    parts = [json.dumps(a) for a in args]
-    parts += [f"{k}={json.dumps(v)}" for k, v in (kwargs or {}).items()]
-    return f"{method}({', '.join(parts)})"
+class LookupCall(NamedTuple):
+    """A table lookup as the spec's ``PerfDatabase`` call: method, args, kwargs.
+
+    ``str()`` names it in messages (``query_x(a, b, k=v)``); the fields let
+    ``py_engine_step`` show a miss's arguments as columns."""
+
+    method: str
+    args: tuple
+    kwargs: Dict[str, Any]
+
+    def __str__(self) -> str:
+        parts = [json.dumps(a) for a in self.args]
+        parts += [f"{k}={json.dumps(v)}" for k, v in self.kwargs.items()]
+        return f"{self.method}({', '.join(parts)})"
+
+
+def lookup_call(method: str, args: Sequence[Any] = (), kwargs: Dict[str, Any] = None) -> LookupCall:
+    return LookupCall(method, tuple(args), dict(kwargs or {}))
 
 
 class PerfMiss(Exception):
     """No perf data for a lookup: `table` (file stem), `lookup` (the call), `reason`."""
 
-    def __init__(self, table: str, lookup: str, reason: str):
+    def __init__(self, table: str, lookup: LookupCall, reason: str):
         super().__init__(f"perf data not available in {table}: {lookup}: {reason}")
         self.table = table
         self.lookup = lookup

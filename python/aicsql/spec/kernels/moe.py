@@ -20,7 +20,7 @@ from typing import Dict, Optional, Tuple
 from ..data import Database, DataTree
 from ..sol import QuantMode
 from .grid import Grid, GridMiss, insert_first_wins
-from .miss import PerfMiss, format_lookup
+from .miss import PerfMiss, lookup_call
 from .sources import read_columns, table_sources
 from .system import StepSystem
 
@@ -103,7 +103,7 @@ class MoETable:
         gated: bool = True,
     ) -> Tuple[float, str]:
         """(latency ms, interp path) of one MoE layer over `tokens` tokens."""
-        lookup = format_lookup(
+        lookup = lookup_call(
             "query_moe", (), self.lookup_kwargs(tokens, h, inter, topk, e, etp, eep, q, distribution, gated)
         )
         node = None

@@ -21,14 +21,15 @@ always raises ValueError naming it. NULL in gives NULL out (``moe_tp`` /
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+import json
+from typing import Any, Dict, List, Optional, Sequence
 
 import pyarrow as pa
 
 from ..data import Database, DataTree
 from .engine import PHASES, StepMiss, step_context
 
-__all__ = ["engine_step", "step_latency", "step_latency_batch"]
+__all__ = ["engine_step", "engine_step_table", "step_latency", "step_latency_batch", "ENGINE_STEP_SCHEMA"]
 
 
 def _settings(settings: Optional[Dict[str, str]], data):
@@ -198,3 +199,133 @@ def step_latency_batch(
         memo[row] = value
         out.append(value)
     return pa.array(out, type=pa.float64())
+
+
+# ---- py_engine_step: the Rust engine_step's rows, from the Python path -------------------
+
+_TEXT, _INT, _FLOAT = pa.string(), pa.int64(), pa.float64()
+# The lookup's arguments as columns, in the Rust table function's order.
+_LOOKUP_COLUMNS = (
+    "m", "n", "k",
+    "attn_batch", "attn_seq", "attn_prefix", "heads", "kv_heads", "head_dim", "window",
+    "comm_gpus", "message_size",
+    "moe_tokens", "moe_hidden", "moe_inter", "moe_topk", "moe_experts", "moe_tp", "moe_ep",
+)  # fmt: skip
+ENGINE_STEP_SCHEMA = pa.schema(
+    [
+        pa.field("db", _TEXT, False),
+        pa.field("phase", _TEXT, False),
+        pa.field("row_kind", _TEXT, False),
+        pa.field("op_index", _INT),
+        pa.field("op_name", _TEXT, False),
+        pa.field("op_kind", _TEXT),
+        pa.field("count", _FLOAT),
+        pa.field("quant", _TEXT),
+        pa.field("lookup_table", _TEXT),
+        *[pa.field(name, _INT) for name in _LOOKUP_COLUMNS],
+        pa.field("lookup_args", _TEXT),
+        pa.field("interp_path", _TEXT),
+        pa.field("latency_ms", _FLOAT),
+        pa.field("total_ms", _FLOAT),
+        pa.field("weighted_total_ms", _FLOAT),
+        pa.field("gen_step_index", _INT),
+        pa.field("gen_s", _INT),
+        pa.field("gen_repeat", _INT),
+        pa.field("miss", pa.bool_(), False),
+        pa.field("reason", _TEXT),
+    ]
+)
+_METHODS = {
+    "gemm_perf": "query_gemm",
+    "context_attention_perf": "query_context_attention",
+    "generation_attention_perf": "query_generation_attention",
+    "custom_allreduce_perf": "query_custom_allreduce",
+    "nccl_perf": "query_nccl",
+    "moe_perf": "query_moe",
+}
+
+
+def _lookup_fields(table: Optional[str], method: Optional[str], args: Sequence[Any], kwargs: Dict[str, Any]) -> dict:
+    """lookup_table, the argument columns and lookup_args of one lookup."""
+    row: Dict[str, Any] = {name: None for name in _LOOKUP_COLUMNS}
+    row["lookup_table"] = table
+    row["lookup_args"] = None
+    if table is None:
+        return row
+    a, kw = list(args), dict(kwargs)
+    if table == "gemm_perf":
+        row.update(m=a[0], n=a[1], k=a[2])
+    elif table in ("context_attention_perf", "generation_attention_perf"):
+        b, s, rest = a[0], a[1], a[2:]
+        prefix = None
+        if table == "context_attention_perf":
+            prefix, rest = rest[0], rest[1:]
+        row.update(attn_batch=b, attn_seq=s, attn_prefix=prefix, heads=rest[0], kv_heads=rest[1],
+                   head_dim=kw.get("head_size"), window=kw.get("window_size"))  # fmt: skip
+    elif table == "custom_allreduce_perf":
+        row.update(comm_gpus=a[1], message_size=a[2])
+    elif table == "nccl_perf":
+        row.update(comm_gpus=a[1], message_size=a[3])
+    elif table == "moe_perf":
+        row.update(moe_tokens=kw["num_tokens"], moe_hidden=kw["hidden_size"], moe_inter=kw["inter_size"],
+                   moe_topk=kw["topk"], moe_experts=kw["num_experts"], moe_tp=kw["moe_tp_size"],
+                   moe_ep=kw["moe_ep_size"])  # fmt: skip
+    row["lookup_args"] = f"{method or _METHODS[table]} {json.dumps({'args': a, 'kwargs': kw})}"
+    return row
+
+
+def _row(db: str, phase: str, **values) -> dict:
+    row = {name: None for name in ENGINE_STEP_SCHEMA.names}
+    row.update(db=db, phase=phase, miss=False)
+    row.update(values)
+    return row
+
+
+def engine_step_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBatch:
+    """``py_engine_step(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep])``:
+    the rows of the Rust ``engine_step`` table function, computed by the
+    Python path -- one per op (generation: per sampled decode step), the
+    ``__gen_step_total__`` rows, then the ``__step_total__`` row whose
+    ``latency_ms`` is TTFT / TPOT and ``total_ms`` the phase latency. Under
+    ``on_miss = 'null'`` a miss gives the op that missed (``row_kind`` 'miss',
+    its lookup as columns) and a NULL total; NULL arguments give no rows."""
+    if len(args) not in (7, 9):
+        raise ValueError(f"py_engine_step takes 7 or 9 arguments, got {len(args)}")
+    model, db, phase, tp, batch, isl, osl = args[:7]
+    moe_tp, moe_ep = args[7:] if len(args) == 9 else (None, None)
+    if any(v is None for v in (model, db, phase, tp, batch, isl, osl)):
+        return pa.RecordBatch.from_pylist([], schema=ENGINE_STEP_SCHEMA)
+    s = _settings(settings, data)
+    database = s.tree.resolve(db, s.backend, s.version)
+    ph = _phase(phase)
+    name = database.name
+    out: List[dict] = []
+    try:
+        ctx, ph, result = _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep)
+    except StepMiss as miss:
+        if s.on_miss == "error":
+            raise ValueError(f"{model} on {name}, {ph}: {miss}") from None
+        call = miss.miss.lookup
+        out.append(_row(name, ph, row_kind="miss", op_name=miss.op, miss=True, reason=str(miss.miss),
+                        **_lookup_fields(miss.miss.table, call.method, call.args, call.kwargs)))  # fmt: skip
+        out.append(_row(name, ph, row_kind="step_total", op_name="__step_total__", miss=True,
+                        reason=f"op '{miss.op}' has no perf data"))  # fmt: skip
+        return pa.RecordBatch.from_pylist(out, schema=ENGINE_STEP_SCHEMA)
+    rows = ctx.rows(ph, result, _int_arg("batch", batch), _int_arg("isl", isl), _int_arg("osl", osl))
+    # The goldens list every op row, then the per-step totals; the table puts
+    # each sampled step's total right after its ops. (sorted() is stable.)
+    rows = sorted(
+        (r for r in rows if r["row_kind"] != "step_total"),  # rebuilt below: TTFT / TPOT, no lookup
+        key=lambda r: (r["gen_step_index"] or 0, r["row_kind"] == "gen_step_total"),
+    )
+    for r in rows:
+        fields = {k: r[k] for k in ("row_kind", "op_index", "op_name", "op_kind", "count", "quant", "interp_path",
+                                    "latency_ms", "total_ms", "weighted_total_ms", "gen_step_index", "gen_s",
+                                    "gen_repeat")}  # fmt: skip
+        lookup = json.loads(r["lookup_args"]) if r["row_kind"] == "op" and r["lookup_args"] else None
+        if lookup is not None:
+            fields.update(_lookup_fields(r["lookup_table"], None, lookup["args"], lookup["kwargs"]))
+        out.append(_row(name, ph, **fields))
+    out.append(_row(name, ph, row_kind="step_total", op_name="__step_total__", latency_ms=result.total_ms,
+                    total_ms=result.phase_latency_ms, weighted_total_ms=result.phase_latency_ms))  # fmt: skip
+    return pa.RecordBatch.from_pylist(out, schema=ENGINE_STEP_SCHEMA)

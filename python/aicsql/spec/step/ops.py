@@ -17,7 +17,7 @@ from typing import List, NamedTuple, Optional
 
 from ..gemm import GemmMiss
 from ..sol import GEMM_QUANTS, QuantMode
-from ..kernels import Kernels, PerfMiss, format_lookup
+from ..kernels import Kernels, PerfMiss, lookup_call
 from ..kernels.quant import FMHA_QUANTS, KV_QUANTS, MOE_QUANTS
 from .model import HYBRIDMOE, LLAMA, MOE, ModelSpec
 
@@ -148,7 +148,7 @@ class GEMM(Op):
         except GemmMiss as miss:
             raise PerfMiss(
                 "gemm_perf",
-                format_lookup("query_gemm", lookup.args),
+                lookup_call("query_gemm", lookup.args),
                 table.miss_message(q, m, self.n, self.k, miss.reason),
             ) from None
         return OpValue(self.count * latency, _gemm_path(kernels, q, m, self.n, self.k), lookup)
