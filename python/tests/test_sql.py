@@ -227,3 +227,21 @@ def test_py_engine_step_rejects_bad_calls(ctx):
     assert ctx.sql(
         "SELECT * FROM py_engine_step('Qwen/Qwen3-32B-FP8', NULL, 'context', 8, 1, 1024, 2)"
     ).to_arrow_table().num_rows == 0
+
+
+def test_every_golden_config_engine_step_tables_agree_row_for_row(ctx):
+    """engine_step and py_engine_step return the same rows (every column
+    but the miss reason's wording) for each golden config-phase, and the
+    total row carries the spec's TTFT / TPOT."""
+    table = pq.read_table(GOLDENS / "engine_step_goldens.parquet")
+    configs = [r for r in table.to_pylist() if r["row_kind"] == "step_total"]
+    assert len(configs) == 130
+    for c in configs:
+        moe = [None if c[k] is None else int(c[k]) for k in ("moe_tp", "moe_ep")]
+        args = f"'{c['model']}', '{c['system']}/{c['backend']}/{c['version']}', '{c['phase']}', " \
+               f"{c['tp']}, {c['batch']}, {c['isl']}, {c['osl']}, " + ", ".join("NULL" if v is None else str(v) for v in moe)
+        rust = ctx.sql(f"SELECT * EXCLUDE (reason) FROM engine_step({args})").to_arrow_table().to_pylist()
+        py = ctx.sql(f"SELECT * EXCLUDE (reason) FROM py_engine_step({args})").to_arrow_table().to_pylist()
+        assert rust == py, args
+        expected = c["ttft_ms"] if c["phase"] == "context" else c["tpot_ms"]
+        assert rust[-1]["row_kind"] == "step_total" and rust[-1]["latency_ms"] == expected, args
