@@ -9,15 +9,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::fs::File;
 
 use aicsql_tables::{OpRow, Phase, RowKind, StepError, StepQuery, StepReport, engine_step, step_latency};
-use arrow::array::{Array, AsArray};
-use arrow::compute::cast;
-use arrow::datatypes::{DataType, Float64Type, Int64Type};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use common::{goldens_dir, tree};
+use common::{for_each_golden_batch, tree};
 
 /// One row of `engine_step_goldens.parquet` (the columns compared here).
 #[derive(Debug, Clone)]
@@ -63,33 +58,9 @@ struct Golden {
 }
 
 fn goldens() -> Vec<Golden> {
-    let path = goldens_dir().join("engine_step_goldens.parquet");
-    let file = File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.with_batch_size(8192).build())
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut rows = Vec::new();
-    for batch in reader {
-        let batch = batch.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let column = |name: &str, to: &DataType| {
-            let c = batch.column_by_name(name).unwrap_or_else(|| panic!("goldens lack column {name}"));
-            cast(c, to).unwrap_or_else(|e| panic!("goldens column {name}: {e}"))
-        };
-        let text = |name: &str| {
-            let c = column(name, &DataType::Utf8);
-            let a = c.as_string::<i32>().clone();
-            move |i: usize| (!a.is_null(i)).then(|| a.value(i).to_string())
-        };
-        let int = |name: &str| {
-            let c = column(name, &DataType::Int64);
-            let a = c.as_primitive::<Int64Type>().clone();
-            move |i: usize| a.value(i)
-        };
-        let float = |name: &str| {
-            let c = column(name, &DataType::Float64);
-            let a = c.as_primitive::<Float64Type>().clone();
-            move |i: usize| (!a.is_null(i)).then(|| a.value(i))
-        };
+    for_each_golden_batch("engine_step_goldens.parquet", |c| {
+        let (text, int, float) = (|name: &str| c.text(name), |name: &str| c.int(name), |name: &str| c.float(name));
         let (config_id, model, system, backend, version) =
             (text("config_id"), text("model"), text("system"), text("backend"), text("version"));
         let (tp, moe_tp, moe_ep, b, isl, osl, stride) =
@@ -112,7 +83,7 @@ fn goldens() -> Vec<Golden> {
         let (gq, kq, fq, mq, error) =
             (text("gemm_quant"), text("kvcache_quant"), text("fmha_quant"), text("moe_quant"), text("error"));
         let s = |v: Option<String>| v.unwrap_or_default();
-        for i in 0..batch.num_rows() {
+        for i in 0..c.rows() {
             rows.push(Golden {
                 config_id: s(config_id(i)),
                 model: s(model(i)),
@@ -154,7 +125,7 @@ fn goldens() -> Vec<Golden> {
                 error: error(i).filter(|e| !e.is_empty()),
             });
         }
-    }
+    });
     rows
 }
 

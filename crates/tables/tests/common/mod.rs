@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use aicsql_tables::DataTree;
-use arrow::array::{Array, AsArray};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -40,6 +40,53 @@ pub fn goldens_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/goldens"))
 }
 
+/// Typed readers over the columns of one goldens batch. Each reader casts
+/// its column once; `text` keeps empty strings (callers that read them as
+/// absent filter them).
+pub struct Columns<'a> {
+    batch: &'a RecordBatch,
+}
+
+impl Columns<'_> {
+    pub fn rows(&self) -> usize {
+        self.batch.num_rows()
+    }
+
+    fn column(&self, name: &str, to: &DataType) -> ArrayRef {
+        let c = self.batch.column_by_name(name).unwrap_or_else(|| panic!("goldens lack column {name}"));
+        cast(c, to).unwrap_or_else(|e| panic!("goldens column {name}: {e}"))
+    }
+
+    pub fn text(&self, name: &str) -> impl Fn(usize) -> Option<String> + use<> {
+        let a = self.column(name, &DataType::Utf8).as_string::<i32>().clone();
+        move |i| (!a.is_null(i)).then(|| a.value(i).to_string())
+    }
+
+    pub fn int(&self, name: &str) -> impl Fn(usize) -> i64 + use<> {
+        let a = self.column(name, &DataType::Int64).as_primitive::<Int64Type>().clone();
+        move |i| a.value(i)
+    }
+
+    pub fn float(&self, name: &str) -> impl Fn(usize) -> Option<f64> + use<> {
+        let a = self.column(name, &DataType::Float64).as_primitive::<Float64Type>().clone();
+        move |i| (!a.is_null(i)).then(|| a.value(i))
+    }
+}
+
+/// Calls `each` with the column readers of every batch of the goldens file
+/// `name` (in `goldens_dir()`); panics naming the file if it cannot be read.
+pub fn for_each_golden_batch(name: &str, mut each: impl FnMut(&Columns<'_>)) {
+    let path = goldens_dir().join(name);
+    let file = File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.with_batch_size(8192).build())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    for batch in reader {
+        let batch = batch.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        each(&Columns { batch: &batch });
+    }
+}
+
 /// One row of `gemm_goldens.parquet`.
 #[derive(Debug, Clone)]
 pub struct GemmGolden {
@@ -62,33 +109,14 @@ pub struct GemmGolden {
 }
 
 pub fn gemm_goldens() -> Vec<GemmGolden> {
-    let path = goldens_dir().join("gemm_goldens.parquet");
-    let file = File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.with_batch_size(8192).build())
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut rows = Vec::new();
-    for batch in reader {
-        let batch = batch.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let column = |name: &str, to: &DataType| {
-            let c = batch.column_by_name(name).unwrap_or_else(|| panic!("goldens lack column {name}"));
-            cast(c, to).unwrap_or_else(|e| panic!("goldens column {name}: {e}"))
-        };
+    for_each_golden_batch("gemm_goldens.parquet", |c| {
+        // An empty string in these files means "absent".
         let text = |name: &str| {
-            let c = column(name, &DataType::Utf8);
-            let a = c.as_string::<i32>().clone();
-            move |i: usize| (!a.is_null(i)).then(|| a.value(i).to_string()).filter(|s| !s.is_empty())
+            let f = c.text(name);
+            move |i: usize| f(i).filter(|s| !s.is_empty())
         };
-        let int = |name: &str| {
-            let c = column(name, &DataType::Int64);
-            let a = c.as_primitive::<Int64Type>().clone();
-            move |i: usize| a.value(i)
-        };
-        let float = |name: &str| {
-            let c = column(name, &DataType::Float64);
-            let a = c.as_primitive::<Float64Type>().clone();
-            move |i: usize| (!a.is_null(i)).then(|| a.value(i))
-        };
+        let (int, float) = (|name: &str| c.int(name), |name: &str| c.float(name));
         let (row_id, system, backend, version, quant, dtype) =
             (text("row_id"), text("system"), text("backend"), text("version"), text("quant"), text("gemm_dtype"));
         let (m, n, k, class) = (int("m"), int("n"), int("k"), text("class"));
@@ -96,7 +124,7 @@ pub fn gemm_goldens() -> Vec<GemmGolden> {
         let (lat_shared, reason_shared, sources) =
             (float("latency_ms_shared"), text("miss_reason_shared"), text("shared_sources"));
         let s = |v: Option<String>| v.unwrap_or_default();
-        for i in 0..batch.num_rows() {
+        for i in 0..c.rows() {
             rows.push(GemmGolden {
                 row_id: s(row_id(i)),
                 system: s(system(i)),
@@ -116,6 +144,6 @@ pub fn gemm_goldens() -> Vec<GemmGolden> {
                 shared_sources: sources(i),
             });
         }
-    }
+    });
     rows
 }
