@@ -100,6 +100,20 @@ fn kernel_miss(miss: KernelMiss, op: &dyn Fn() -> String, lookup: Lookup) -> Ste
     StepError::Miss { op: op(), lookup: Some(Box::new(lookup)), message: miss.to_string() }
 }
 
+/// The table in `slot`, loaded by `load` the first time this step needs it
+/// (the process-wide cache behind `load` makes later steps cheap too).
+fn loaded_once<T>(
+    slot: &mut Option<Arc<T>>,
+    load: impl FnOnce() -> Result<Arc<T>, TablesError>,
+) -> Result<Arc<T>, TablesError> {
+    if let Some(t) = slot {
+        return Ok(Arc::clone(t));
+    }
+    let t = load()?;
+    *slot = Some(Arc::clone(&t));
+    Ok(t)
+}
+
 impl<'a> Tables<'a> {
     /// The database `system/backend/version`. Errors when the system has
     /// no usable YAML or the database no GEMM table (every model has a
@@ -146,48 +160,33 @@ impl<'a> Tables<'a> {
     }
 
     pub fn context_attention(&mut self) -> Result<Arc<ContextAttentionTable>, TablesError> {
-        if let Some(t) = &self.context {
-            return Ok(Arc::clone(t));
-        }
-        let t = ContextAttentionTable::cached(self.tree, &self.system, &self.backend, &self.version, self.shared)?;
-        self.context = Some(Arc::clone(&t));
-        Ok(t)
+        let (tree, shared) = (self.tree, self.shared);
+        let (system, backend, version) = (&self.system, &self.backend, &self.version);
+        loaded_once(&mut self.context, || ContextAttentionTable::cached(tree, system, backend, version, shared))
     }
 
     fn generation_attention(&mut self) -> Result<Arc<GenerationAttentionTable>, TablesError> {
-        if let Some(t) = &self.generation {
-            return Ok(Arc::clone(t));
-        }
-        let t = GenerationAttentionTable::cached(self.tree, &self.system, &self.backend, &self.version, self.shared)?;
-        self.generation = Some(Arc::clone(&t));
-        Ok(t)
+        let (tree, shared) = (self.tree, self.shared);
+        let (system, backend, version) = (&self.system, &self.backend, &self.version);
+        loaded_once(&mut self.generation, || GenerationAttentionTable::cached(tree, system, backend, version, shared))
     }
 
     fn allreduce_table(&mut self) -> Result<Arc<AllReduceTable>, TablesError> {
-        if let Some(t) = &self.allreduce {
-            return Ok(Arc::clone(t));
-        }
-        let t = AllReduceTable::cached(self.tree, &self.system, &self.backend, &self.version)?;
-        self.allreduce = Some(Arc::clone(&t));
-        Ok(t)
+        let tree = self.tree;
+        let (system, backend, version) = (&self.system, &self.backend, &self.version);
+        loaded_once(&mut self.allreduce, || AllReduceTable::cached(tree, system, backend, version))
     }
 
     fn nccl_table(&mut self) -> Result<Arc<NcclTable>, TablesError> {
-        if let Some(t) = &self.nccl {
-            return Ok(Arc::clone(t));
-        }
-        let t = NcclTable::cached(self.tree, &self.system)?;
-        self.nccl = Some(Arc::clone(&t));
-        Ok(t)
+        let tree = self.tree;
+        let system = &self.system;
+        loaded_once(&mut self.nccl, || NcclTable::cached(tree, system))
     }
 
     fn moe_table(&mut self) -> Result<Arc<MoeTable>, TablesError> {
-        if let Some(t) = &self.moe {
-            return Ok(Arc::clone(t));
-        }
-        let t = MoeTable::cached(self.tree, &self.system, &self.backend, &self.version, self.shared)?;
-        self.moe = Some(Arc::clone(&t));
-        Ok(t)
+        let (tree, shared) = (self.tree, self.shared);
+        let (system, backend, version) = (&self.system, &self.backend, &self.version);
+        loaded_once(&mut self.moe, || MoeTable::cached(tree, system, backend, version, shared))
     }
 
     /// One application of `op` at `at`.
