@@ -5,8 +5,9 @@
 //! order: the own file; donors named by the version dir's `reuse.yaml`; the
 //! same backend's strictly older versions (PEP 440, nearest first, names that
 //! do not parse skipped). A version the data declares (some file of it
-//! exists) but that lacks this table's file gets the union without it. Donors and older versions whose `collection_meta.yaml`
-//! marks the table partial are skipped. The union is per table: every
+//! exists) but that lacks this table's file gets the union without it.
+//! Donors and older versions whose `collection_meta.yaml` marks the table
+//! partial are skipped. The union is per table: every
 //! source's rows are read and first-wins is applied per key by the loader.
 //! Communication tables never take part in the union; their loaders ask for
 //! the own file only.
