@@ -42,7 +42,8 @@ from aicsql.spec import (
     load_table,
     open_tree,
 )
-from aicsql.spec.data import Database
+from aicsql.spec.data import Database, DataTree
+from aicsql.spec.gemm import gemm_sources
 from aicsql.spec.pep440 import Version, parse, sort_versions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -390,3 +391,25 @@ def test_pep440_order():
         "0.24.0",
         "weird",
     ]
+
+
+def test_partial_versions_are_skipped_in_either_form(tmp_path):
+    """Whole-dir and per-table `status: partial` keep an older version out
+    of the union; the requested version's own file always counts (the Rust
+    path has the same test in crates/tables/src/sources.rs)."""
+    base = tmp_path / "systems" / "data" / "h200_sxm" / "gemm" / "vllm"
+    metas = {
+        "1.0.0": "status: partial\n",
+        "0.9.0": "status: partial\n",
+        "0.8.0": "tables:\n  gemm_perf:\n    status: partial\n",
+        "0.7.0": "tables:\n  moe_perf:\n    status: partial\n",
+        "0.6.0": None,
+    }
+    for version, meta in metas.items():
+        (base / version).mkdir(parents=True)
+        (base / version / "gemm_perf.parquet").write_bytes(b"")
+        if meta is not None:
+            (base / version / "collection_meta.yaml").write_text(meta)
+    tree = DataTree([str(tmp_path)])
+    got = [f.version for f in gemm_sources(tree, Database("h200_sxm", "vllm", "1.0.0"), shared_layer=True)]
+    assert got == ["1.0.0", "0.7.0", "0.6.0"]

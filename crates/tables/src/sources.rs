@@ -234,15 +234,17 @@ fn read_reuse(path: &Path, table: &TableFile) -> Result<Vec<String>> {
     Ok(donors)
 }
 
-/// `collection_meta.yaml` says `tables: {<file>: {status: partial}}`.
+/// `collection_meta.yaml` marks the whole version dir (`status: partial`)
+/// or the table (`tables: {<file>: {status: partial}}`) partial. The
+/// published files only use the second form; the Python path checks both.
 fn is_partial(version_dir: &Path, table: &TableFile) -> Result<bool> {
     let path = version_dir.join("collection_meta.yaml");
     if !path.is_file() {
         return Ok(false);
     }
     let doc = read_yaml(&path)?;
-    let status = doc.get("tables").and_then(|t| t.get(table.file)).and_then(|t| t.get("status"));
-    Ok(status.and_then(Value::as_str) == Some("partial"))
+    let partial = |node: Option<&Value>| node.and_then(|n| n.get("status")).and_then(Value::as_str) == Some("partial");
+    Ok(partial(Some(&doc)) || partial(doc.get("tables").and_then(|t| t.get(table.file))))
 }
 
 /// The spec's fourth source channel takes other backends' rows whose
@@ -360,6 +362,32 @@ mod tests {
         let Ok(sources) = plan(tree, &CUSTOM_ALLREDUCE_FILE, "h200_sxm", "vllm", "0.19.0", false) else { panic!() };
         let path = sources[0].path.to_string_lossy().into_owned();
         assert!(path.contains("comm/vllm/0.19.0"), "{path}");
+    }
+
+    /// Partial marks, whole dir or table, keep an older version out of the
+    /// union (spec 4.2); the requested version's own file always counts.
+    #[test]
+    fn partial_versions_are_skipped_in_either_form() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let base = dir.path().join("systems/data/h200_sxm/gemm/vllm");
+        for (version, meta) in [
+            ("1.0.0", Some("status: partial\n")),
+            ("0.9.0", Some("status: partial\n")),
+            ("0.8.0", Some("tables:\n  gemm_perf:\n    status: partial\n")),
+            ("0.7.0", Some("tables:\n  moe_perf:\n    status: partial\n")),
+            ("0.6.0", None),
+        ] {
+            std::fs::create_dir_all(base.join(version))?;
+            std::fs::write(base.join(version).join("gemm_perf.parquet"), b"")?;
+            if let Some(meta) = meta {
+                std::fs::write(base.join(version).join("collection_meta.yaml"), meta)?;
+            }
+        }
+        let tree = DataTree::open(&[dir.path()])?;
+        let got: Vec<String> =
+            plan(&tree, &GEMM_FILE, "h200_sxm", "vllm", "1.0.0", true)?.into_iter().map(|s| s.version).collect();
+        assert_eq!(got, ["1.0.0", "0.7.0", "0.6.0"]);
+        Ok(())
     }
 
     #[test]
