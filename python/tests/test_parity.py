@@ -6,13 +6,13 @@ spec's first-appearance order -- exactly the mistake behind an upstream
 port's +3 % drift (the goldens carry that port's numbers as
 ``faulty_latency_ms``). A parity scan must call it DRIFT, and
 ``aicsql.parity.bisect`` must point at the step where it goes wrong: the
-4th neighbour, a distance tie broken by site order (ENGINE_STEP_SPEC 11.4).
+4th neighbour, a distance tie broken by site order (docs/spec 11.4).
 
-Expected numbers come from the spec (ENGINE_STEP_SPEC.md) and the goldens,
+Expected numbers come from the spec (docs/spec/engine_step.md) and the goldens,
 never from the code under test.
 
 Data: the cache rule (``$AICSQL_DATA``, ...). Goldens: ``$AICSQL_GOLDENS``,
-else ``<repo>/../shared/goldens``.
+else ``<repo>/tests/goldens``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ SEED_DB = "h200_sxm/vllm/0.19.0"
 SEED_QUANT = "fp8_block"
 SEED_N, SEED_K = 1280, 5120
 SEED_MS = (1, 4, 32, 416)
-# ENGINE_STEP_SPEC 11.4: (1536,4096) and (1024,6144) are both this far from
+# docs/spec 11.4: (1536,4096) and (1024,6144) are both this far from
 # (1280,5120); the spec's site order puts (1536,4096) first.
 TIE_DISTANCE = 0.41572201881803594
 SPEC_SITE = (1536, 4096)

@@ -1,7 +1,7 @@
 """The Python path's engine step (`aicsql.spec.step`) against the spec's
 engine-step goldens, bit for bit.
 
-Goldens: ``$AICSQL_GOLDENS``, else ``<repo>/../shared/goldens``.
+Goldens: ``$AICSQL_GOLDENS``, else ``<repo>/tests/goldens``.
 Data: the cache rule (``$AICSQL_DATA``, ``$XDG_CACHE_HOME/aicsql``, ``~/.cache/aicsql``).
 Missing data or goldens FAIL these tests (a skip would pass with the feature absent).
 """
@@ -41,7 +41,7 @@ from aicsql.spec.kernels.attention import GenerationAttentionTable
 from aicsql.spec.step import infer_quant
 
 REPO = Path(__file__).resolve().parents[2]
-GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO.parent / "shared" / "goldens")
+GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO / "tests" / "goldens")
 STEP_GOLDENS = GOLDENS / "engine_step_goldens.parquet"
 DATA_SOURCES = GOLDENS / "engine_step_data_sources.json"
 
@@ -183,7 +183,7 @@ def test_error_goldens(golden_groups):
     print(f"\nerror goldens checked: {checked}")
 
 
-# ---- (2) the worked example (spec 12) ---------------------------------------------------------
+# ---- (2) the worked example (docs/spec 12) ---------------------------------------------------------
 
 
 @needs_data

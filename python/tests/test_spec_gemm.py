@@ -1,6 +1,6 @@
 """The Python path (`aicsql.spec`) against the spec's GEMM goldens, bit for bit.
 
-Goldens: ``$AICSQL_GOLDENS``, else ``<repo>/../shared/goldens``.
+Goldens: ``$AICSQL_GOLDENS``, else ``<repo>/tests/goldens``.
 Data: the cache rule (``$AICSQL_DATA``, ``$XDG_CACHE_HOME/aicsql``, ``~/.cache/aicsql``).
 """
 
@@ -47,7 +47,7 @@ from aicsql.spec.gemm import gemm_sources
 from aicsql.spec.pep440 import Version, parse, sort_versions
 
 REPO = Path(__file__).resolve().parents[2]
-GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO.parent / "shared" / "goldens")
+GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO / "tests" / "goldens")
 GEMM_GOLDENS = GOLDENS / "gemm_goldens.parquet"
 
 SEED_DB = "h200_sxm/vllm/0.19.0"

@@ -14,7 +14,7 @@ from datafusion import SessionContext
 import aicsql
 
 REPO = Path(__file__).resolve().parents[2]
-GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO.parent / "shared" / "goldens")
+GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO / "tests" / "goldens")
 SEED_DB = "h200_sxm/vllm/0.19.0"
 # The spec's numbers for the seed case (fp8_block, n=1280, k=5120), ms.
 SEED = {1: 0.021895413193058825, 4: 0.020520365862156952, 32: 0.020907013733453883, 416: 0.02634752182721208}
@@ -194,7 +194,7 @@ def test_a_version_that_only_reuses_its_gemm_table_on_both_paths(ctx):
 
 
 STEP_CASES = [
-    # The worked example (spec 12), a MoE golden model with inferred moe_ep,
+    # The worked example (docs/spec 12), a MoE golden model with inferred moe_ep,
     # and a step that misses (no all-reduce table for 1.3.0rc23).
     ("Qwen/Qwen3-32B-FP8", "h200_sxm/vllm/0.19.0", 8, 1, 1024, 128, None, None),
     ("Qwen/Qwen3-30B-A3B", "h200_sxm/vllm/0.19.0", 4, 8, 4096, 128, 1, None),

@@ -32,15 +32,15 @@ pub fn release_root(release_dir: &str, package: &str) -> PathBuf {
     data_dir().join(release_dir).join(package)
 }
 
-/// The spec's goldens: `$AICSQL_GOLDENS`, else `shared/goldens` beside the repository.
+/// The spec's goldens: `$AICSQL_GOLDENS`, else the repository's own copy, `tests/goldens`.
 pub fn goldens_dir() -> PathBuf {
     let dir = std::env::var_os("AICSQL_GOLDENS")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/goldens"));
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/goldens"));
     assert!(
         dir.join("gemm_goldens.parquet").is_file(),
-        "the goldens are not in {}; set AICSQL_GOLDENS to the shared/goldens directory",
+        "the goldens are not in {}; set AICSQL_GOLDENS to a goldens directory",
         dir.display()
     );
     dir

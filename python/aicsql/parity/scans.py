@@ -69,11 +69,11 @@ def gemm_model_queries(ctx, limit: Optional[int] = None) -> pa.Table:
 
 
 def goldens_dir() -> Path:
-    """``$AICSQL_GOLDENS``, else ``<repository>/../shared/goldens`` (the same
-    rule as the golden tests)."""
+    """``$AICSQL_GOLDENS``, else the repository's own copy, ``<repository>/tests/goldens``
+    (the same rule as the golden tests)."""
     if os.environ.get("AICSQL_GOLDENS"):
         return Path(os.environ["AICSQL_GOLDENS"])
-    return Path(__file__).resolve().parents[3].parent / "shared" / "goldens"
+    return Path(__file__).resolve().parents[3] / "tests" / "goldens"
 
 
 def goldens_queries(shared_layer: bool, limit: Optional[int] = None, path: Optional[Path] = None) -> pa.Table:

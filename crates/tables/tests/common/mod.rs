@@ -32,12 +32,12 @@ pub fn tree() -> &'static DataTree {
     })
 }
 
-/// `$AICSQL_GOLDENS`, else `shared/goldens` beside the repository.
+/// `$AICSQL_GOLDENS`, else the repository's own copy, `tests/goldens`.
 pub fn goldens_dir() -> PathBuf {
     std::env::var_os("AICSQL_GOLDENS")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/goldens"))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/goldens"))
 }
 
 /// Typed readers over the columns of one goldens batch. Each reader casts
