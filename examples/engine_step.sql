@@ -1,4 +1,4 @@
--- The worked example of ENGINE_STEP_SPEC.md section 12: Qwen/Qwen3-32B-FP8 on
+-- The worked example of docs/spec/engine_step.md section 12: Qwen/Qwen3-32B-FP8 on
 -- h200_sxm/vllm/0.19.0, tp 8, batch 1, isl 1024, osl 128.
 -- Run: cargo run -- -f examples/engine_step.sql
 -- Expect TTFT 24.74004986586315 ms and TPOT 7.121815664339327 ms.

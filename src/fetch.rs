@@ -36,7 +36,7 @@ impl Wheel {
 
 /// The releases aicsql reads. The legacy-layout 0.10.0 wheel and the
 /// family-layout core 0.12.0 wheel together hold every table of the spec's
-/// goldens (see `ENGINE_STEP_SPEC.md` section 4.3).
+/// goldens (see `docs/spec/engine_step.md` section 4.3).
 pub const WHEELS: [Wheel; 2] = [
     Wheel {
         name: "aiconfigurator",

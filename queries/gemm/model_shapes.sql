@@ -1,5 +1,5 @@
 -- Price the per-rank GEMMs of a dense model's layer on several databases,
--- for several token counts. Shapes follow ENGINE_STEP_SPEC.md section 6:
+-- for several token counts. Shapes follow docs/spec/engine_step.md section 6:
 --   qkv  n = H*d/tp + 2*d*ceil(Hkv/tp), k = h
 --   proj n = h, k = H*d/tp
 --   gate_ffn1 n = 2*I/tp, k = h;  ffn2 n = h, k = I/tp

@@ -1,7 +1,13 @@
-//! Row access to a perf parquet file by column name, with the file and row
-//! named in every error. Columns are normalised per batch (Utf8 / Int64 /
-//! Float64), so files written with narrower, dictionary or view types read
-//! the same.
+//! Row access to a perf parquet file by column name, with the file, column
+//! and row named in every error. Columns are normalised per batch (Utf8 /
+//! Int64 / Float64), so files written with narrower, dictionary or view
+//! types read the same.
+//!
+//! A loader names its columns once as constants ([`Col`]), hands them to
+//! [`scan`], and per batch asks for each column by that constant
+//! ([`Rows::int`], ...): a view looked up by name once per batch, then read
+//! per row by index, so no loader depends on the position of a column in a
+//! list and no row pays for a name lookup.
 
 use std::path::Path;
 
@@ -23,24 +29,27 @@ pub(crate) enum Kind {
 }
 
 /// A column the loader wants. Optional columns may be absent from a file or
-/// hold nulls (both read as `None`); required ones may not.
+/// hold nulls (both read as `None`); required ones may not. A measured
+/// column must hold finite values (a NaN or infinite latency is a broken
+/// measurement, not data).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Col {
     pub name: &'static str,
     pub kind: Kind,
     pub optional: bool,
+    pub measured: bool,
 }
 
 impl Col {
     pub const fn text(name: &'static str) -> Col {
-        Col { name, kind: Kind::Text, optional: false }
+        Col { name, kind: Kind::Text, optional: false, measured: false }
     }
     pub const fn int(name: &'static str) -> Col {
-        Col { name, kind: Kind::Int, optional: false }
+        Col { name, kind: Kind::Int, optional: false, measured: false }
     }
-    pub const fn float(name: &'static str) -> Col {
-        Col { name, kind: Kind::Float, optional: false }
-    }
+    /// The `latency` column every perf table has: a required, finite float.
+    pub const LATENCY: Col = Col { name: "latency", kind: Kind::Float, optional: false, measured: true };
+
     pub const fn optional(self) -> Col {
         Col { optional: true, ..self }
     }
@@ -53,7 +62,7 @@ enum Arr {
     Absent,
 }
 
-/// One batch of rows; `c` indexes the column list given to [`scan`].
+/// One batch of rows of the columns given to [`scan`].
 pub(crate) struct Rows<'a> {
     path: &'a Path,
     cols: &'a [Col],
@@ -62,67 +71,92 @@ pub(crate) struct Rows<'a> {
     len: usize,
 }
 
+/// One column of a batch, found by name: read it per row with
+/// [`get`](Cells::get) (optional columns) or [`req`](Cells::req).
+pub(crate) struct Cells<'a, A> {
+    path: &'a Path,
+    col: Col,
+    base: usize,
+    array: Option<&'a A>,
+}
+
+impl<A> Cells<'_, A> {
+    fn null(&self, i: usize) -> TablesError {
+        TablesError::corrupt(self.path, Some(self.col.name), Some(self.base + i), "null in a required column")
+    }
+}
+
+macro_rules! cells {
+    ($array:ty, $value:ty, |$a:ident, $i:ident| $read:expr) => {
+        impl<'a> Cells<'a, $array> {
+            /// The cell; `None` for an absent optional column or a null optional cell.
+            pub fn get(&self, $i: usize) -> Result<Option<$value>> {
+                match self.array {
+                    Some($a) if $a.is_null($i) => {
+                        if self.col.optional {
+                            Ok(None)
+                        } else {
+                            Err(self.null($i))
+                        }
+                    }
+                    Some($a) => Ok(Some($read)),
+                    None => Ok(None),
+                }
+            }
+
+            /// A required cell.
+            pub fn req(&self, i: usize) -> Result<$value> {
+                self.get(i)?.ok_or_else(|| self.null(i))
+            }
+        }
+    };
+}
+
+cells!(StringArray, &'a str, |a, i| a.value(i));
+cells!(Int64Array, i64, |a, i| a.value(i));
+cells!(Float64Array, f64, |a, i| a.value(i));
+
 impl Rows<'_> {
     pub fn len(&self) -> usize {
         self.len
     }
 
-    fn null(&self, c: usize, i: usize) -> TablesError {
-        TablesError::document(self.path, format!("row {}: `{}` is null", self.base + i, self.cols[c].name))
+    /// The batch's array of `col`, which must be one of the columns given to [`scan`].
+    fn array(&self, col: Col, kind: Kind) -> Result<(&Arr, Col)> {
+        let index = self.cols.iter().position(|c| c.name == col.name && c.kind == kind).ok_or_else(|| {
+            TablesError::Internal(format!("column `{}` was read without being declared to the scan", col.name))
+        })?;
+        Ok((&self.arrays[index], self.cols[index]))
     }
 
-    /// Text cell; `None` for an absent optional column or a null optional cell.
-    pub fn text(&self, c: usize, i: usize) -> Result<Option<&str>> {
-        match &self.arrays[c] {
-            Arr::Text(a) if a.is_null(i) => self.absent_or_null(c, i),
-            Arr::Text(a) => Ok(Some(a.value(i))),
-            Arr::Absent => Ok(None),
-            _ => Err(self.wrong_kind(c)),
+    fn cells<'s, A>(&'s self, col: Col, array: Option<&'s A>) -> Cells<'s, A> {
+        Cells { path: self.path, col, base: self.base, array }
+    }
+
+    pub fn text(&self, col: Col) -> Result<Cells<'_, StringArray>> {
+        match self.array(col, Kind::Text)? {
+            (Arr::Text(a), col) => Ok(self.cells(col, Some(a))),
+            (_, col) => Ok(self.cells(col, None)),
         }
     }
 
-    pub fn int(&self, c: usize, i: usize) -> Result<Option<i64>> {
-        match &self.arrays[c] {
-            Arr::Int(a) if a.is_null(i) => self.absent_or_null(c, i),
-            Arr::Int(a) => Ok(Some(a.value(i))),
-            Arr::Absent => Ok(None),
-            _ => Err(self.wrong_kind(c)),
+    pub fn int(&self, col: Col) -> Result<Cells<'_, Int64Array>> {
+        match self.array(col, Kind::Int)? {
+            (Arr::Int(a), col) => Ok(self.cells(col, Some(a))),
+            (_, col) => Ok(self.cells(col, None)),
         }
     }
 
-    pub fn float(&self, c: usize, i: usize) -> Result<Option<f64>> {
-        match &self.arrays[c] {
-            Arr::Float(a) if a.is_null(i) => self.absent_or_null(c, i),
-            Arr::Float(a) => Ok(Some(a.value(i))),
-            Arr::Absent => Ok(None),
-            _ => Err(self.wrong_kind(c)),
+    pub fn float(&self, col: Col) -> Result<Cells<'_, Float64Array>> {
+        match self.array(col, Kind::Float)? {
+            (Arr::Float(a), col) => Ok(self.cells(col, Some(a))),
+            (_, col) => Ok(self.cells(col, None)),
         }
-    }
-
-    /// A required text cell.
-    pub fn req_text(&self, c: usize, i: usize) -> Result<&str> {
-        self.text(c, i)?.ok_or_else(|| self.null(c, i))
-    }
-
-    pub fn req_int(&self, c: usize, i: usize) -> Result<i64> {
-        self.int(c, i)?.ok_or_else(|| self.null(c, i))
-    }
-
-    pub fn req_float(&self, c: usize, i: usize) -> Result<f64> {
-        self.float(c, i)?.ok_or_else(|| self.null(c, i))
     }
 
     /// A row-level error about this file.
-    pub fn error(&self, i: usize, message: impl std::fmt::Display) -> TablesError {
-        TablesError::document(self.path, format!("row {}: {message}", self.base + i))
-    }
-
-    fn absent_or_null<T>(&self, c: usize, i: usize) -> Result<Option<T>> {
-        if self.cols[c].optional { Ok(None) } else { Err(self.null(c, i)) }
-    }
-
-    fn wrong_kind(&self, c: usize) -> TablesError {
-        TablesError::document(self.path, format!("column `{}` read with the wrong type", self.cols[c].name))
+    pub fn error(&self, i: usize, column: &str, message: impl std::fmt::Display) -> TablesError {
+        TablesError::corrupt(self.path, Some(column), Some(self.base + i), message)
     }
 }
 
@@ -134,7 +168,7 @@ pub(crate) fn scan(tree: &DataTree, path: &Path, cols: &[Col], mut f: impl FnMut
         match schema.index_of(col.name) {
             Ok(i) => present.push(Some(i)),
             Err(_) if col.optional => present.push(None),
-            Err(_) => return Err(TablesError::document(path, format!("table has no `{}` column", col.name))),
+            Err(_) => return Err(TablesError::corrupt(path, Some(col.name), None, "the table has no such column")),
         }
     }
     let mut projection: Vec<usize> = present.iter().flatten().copied().collect();
@@ -151,12 +185,32 @@ pub(crate) fn scan(tree: &DataTree, path: &Path, cols: &[Col], mut f: impl FnMut
             }
             let column = batch
                 .column_by_name(col.name)
-                .ok_or_else(|| TablesError::document(path, format!("table has no `{}` column", col.name)))?;
-            arrays.push(convert(column, col, path)?);
+                .ok_or_else(|| TablesError::corrupt(path, Some(col.name), None, "the table has no such column"))?;
+            let array = convert(column, col, path)?;
+            if col.measured {
+                check_finite(&array, col, path, base)?;
+            }
+            arrays.push(array);
         }
         let rows = Rows { path, cols, arrays, base, len: batch.num_rows() };
         f(&rows)?;
         base += batch.num_rows();
+    }
+    Ok(())
+}
+
+/// A measured value must be a number: NaN or infinity would turn every
+/// estimate that touches it into garbage instead of an error.
+fn check_finite(array: &Arr, col: &Col, path: &Path, base: usize) -> Result<()> {
+    if let Arr::Float(values) = array
+        && let Some(i) = (0..values.len()).find(|&i| !values.is_null(i) && !values.value(i).is_finite())
+    {
+        return Err(TablesError::corrupt(
+            path,
+            Some(col.name),
+            Some(base + i),
+            format!("{} is not a finite number", values.value(i)),
+        ));
     }
     Ok(())
 }
@@ -174,10 +228,10 @@ fn convert(column: &ArrayRef, col: &Col, path: &Path) -> Result<Arr> {
     };
     // A column of nulls only (written without a type) reads as absent values.
     if !ok && from != &DataType::Null {
-        return Err(TablesError::document(path, format!("column `{}` has type {from}, expected {to}", col.name)));
+        return Err(TablesError::corrupt(path, Some(col.name), None, format!("has type {from}, expected {to}")));
     }
-    let cast_err = |e| TablesError::parquet(path, format!("column `{}`: {e}", col.name));
-    let wrong = || TablesError::parquet(path, format!("column `{}` did not convert", col.name));
+    let cast_err = |e| TablesError::corrupt(path, Some(col.name), None, e);
+    let wrong = || TablesError::corrupt(path, Some(col.name), None, format!("did not convert to {to}"));
     let array = cast(column, &to).map_err(cast_err)?;
     Ok(match col.kind {
         Kind::Text => Arr::Text(array.as_string_opt::<i32>().cloned().ok_or_else(wrong)?),

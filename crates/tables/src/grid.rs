@@ -1,4 +1,4 @@
-//! The Grid resolver (spec 7.1): a nested table of `N` integer axes, walked
+//! The Grid resolver (docs/spec 7.1): a nested table of `N` integer axes, walked
 //! level by level; exact keys collapse a level, other coordinates bracket and
 //! blend, ragged brackets keep the survivor corrected by a SOL ratio, and a
 //! query past the data is answered by util-hold.

@@ -9,6 +9,7 @@ pub mod error;
 pub mod gemm;
 pub mod grid;
 pub mod kernels;
+pub mod limits;
 pub mod model;
 pub mod modes;
 pub mod op_sol;

@@ -1,4 +1,4 @@
-//! Model descriptions from Hugging Face `config.json` files (spec section 2).
+//! Model descriptions from Hugging Face `config.json` files (docs/spec section 2).
 
 use std::fs;
 use std::path::PathBuf;

@@ -120,7 +120,7 @@ macro_rules! named_enum {
             fn from_str(name: &str) -> Result<Self, Self::Err> {
                 $ty::ALL.into_iter().find(|q| q.name() == name).ok_or_else(|| {
                     let valid: Vec<&str> = $ty::ALL.iter().map(|q| q.name()).collect();
-                    TablesError::InvalidInput(format!(
+                    TablesError::Invalid(format!(
                         concat!("unknown ", $what, " '{}'; valid modes: {}"),
                         name,
                         valid.join(", ")

@@ -1,4 +1,4 @@
-//! Speed-of-light latencies of the non-GEMM ops (spec sections 5.1, 5.3-5.9)
+//! Speed-of-light latencies of the non-GEMM ops (docs/spec sections 5.1, 5.3-5.9)
 //! and the empirical memory-op formula, in Python's arithmetic: products of
 //! ints are exact (i128 here), `int / int` is correctly rounded, an int
 //! meeting a float converts first, and expressions run left to right.

@@ -1,4 +1,4 @@
-//! GEMM quantisation modes (spec section 3): bytes per element, compute
+//! GEMM quantisation modes (docs/spec section 3): bytes per element, compute
 //! multiplier, and which `gemm_dtype` slice of a table serves the mode.
 
 use std::fmt;
@@ -103,10 +103,7 @@ impl FromStr for GemmQuant {
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
         GemmQuant::ALL.into_iter().find(|q| q.name() == name).ok_or_else(|| {
-            TablesError::InvalidInput(format!(
-                "unknown GEMM quant mode '{name}'; valid modes: {}",
-                GemmQuant::valid_names()
-            ))
+            TablesError::Invalid(format!("unknown GEMM quant mode '{name}'; valid modes: {}", GemmQuant::valid_names()))
         })
     }
 }

@@ -1,4 +1,4 @@
-//! GEMM speed-of-light latency (spec section 5.2), with Python's arithmetic.
+//! GEMM speed-of-light latency (docs/spec section 5.2), with Python's arithmetic.
 
 use crate::pymath::{py_mul, py_true_div};
 use crate::quant::GemmQuant;

@@ -1,4 +1,4 @@
-//! Which files make up a database's table (spec section 4.2), for every
+//! Which files make up a database's table (docs/spec section 4.2), for every
 //! table kind: GEMM, attention, communication, MoE.
 //!
 //! Shared layer off: the database's own file. Shared layer on, in priority
@@ -101,7 +101,7 @@ pub(crate) fn plan(
         None => Vec::new(),
     };
     // Without a file of its own the table is what the donors and older
-    // versions offer (spec 4.2 lists the channels, not a precondition), but
+    // versions offer (docs/spec 4.2 lists the channels, not a precondition), but
     // only for a version the data declares: any table file or reuse.yaml of
     // (system, backend, version). Otherwise every made-up version newer than
     // the last would borrow its predecessors' rows.
@@ -298,7 +298,7 @@ fn unknown_database(
     let db = format!("{system}/{backend}/{version}");
     let label = table.label;
     if !donors.is_empty() {
-        return TablesError::InvalidInput(format!(
+        return TablesError::Missing(format!(
             "database '{db}' has no {label} file of its own; its {} reuses {} (enable the shared layer)",
             table.file,
             donors.join(", ")
@@ -310,18 +310,22 @@ fn unknown_database(
     if same_system.is_empty() {
         let mut systems: Vec<&str> = kind().map(|f| f.system.as_str()).collect();
         systems.dedup();
-        return TablesError::InvalidInput(format!(
+        return TablesError::NotFound(format!(
             "unknown database '{db}': no system '{system}' has a {label} table; systems with one: {}",
             systems.join(", ")
         ));
     }
     // A version the data has (other tables, a reuse.yaml) is not unknown.
-    let what = if version_declared(tree, system, backend, version) {
-        format!("database '{db}' has no {label} table")
+    let available = same_system.join(", ");
+    if version_declared(tree, system, backend, version) {
+        TablesError::Missing(format!(
+            "database '{db}' has no {label} table; {system} has {label} tables for {available}"
+        ))
     } else {
-        format!("unknown database '{db}': no {label} table")
-    };
-    TablesError::InvalidInput(format!("{what}; {system} has {label} tables for {}", same_system.join(", ")))
+        TablesError::NotFound(format!(
+            "unknown database '{db}': no {label} table; {system} has {label} tables for {available}"
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -355,7 +359,7 @@ mod tests {
     }
 
     /// The newer release serves a path both releases hold: vLLM 0.19.0's
-    /// custom all-reduce must be core-0.12's file (spec 4.3).
+    /// custom all-reduce must be core-0.12's file (docs/spec 4.3).
     #[test]
     fn allreduce_file_comes_from_the_newer_release() {
         let tree = crate::test_data::tree();
@@ -365,7 +369,7 @@ mod tests {
     }
 
     /// Partial marks, whole dir or table, keep an older version out of the
-    /// union (spec 4.2); the requested version's own file always counts.
+    /// union (docs/spec 4.2); the requested version's own file always counts.
     #[test]
     fn partial_versions_are_skipped_in_either_form() -> std::result::Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;

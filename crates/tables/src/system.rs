@@ -27,7 +27,7 @@ impl Num {
     }
 }
 
-/// The constants of one system that the estimators use (spec section 5).
+/// The constants of one system that the estimators use (docs/spec section 5).
 #[derive(Debug, Clone)]
 pub struct SystemSpec {
     pub system: String,
@@ -96,11 +96,9 @@ pub fn read_system_yaml(doc: &DocFile) -> Result<Option<SystemSpec>> {
 /// The constants of `system` from the mounted `systems/<system>.yaml`, with
 /// the file they came from (for error context).
 pub fn system_spec(tree: &DataTree, system: &str) -> Result<(SystemSpec, std::path::PathBuf)> {
-    let doc = tree
-        .system_yamls()
-        .iter()
-        .find(|d| d.stem == system)
-        .ok_or_else(|| TablesError::InvalidInput(format!("no systems/{system}.yaml in the mounted data")))?;
+    let doc = tree.system_yamls().iter().find(|d| d.stem == system).ok_or_else(|| {
+        TablesError::NotFound(format!("unknown system '{system}': no systems/{system}.yaml in the mounted data"))
+    })?;
     let spec = read_system_yaml(doc)?
         .ok_or_else(|| TablesError::document(&doc.path, "not a system description (no `gpu:` section)"))?;
     Ok((spec, doc.path.clone()))

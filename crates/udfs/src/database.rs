@@ -7,6 +7,7 @@ use aicsql_tables::sources::{TableFile, reuse_only_versions};
 use aicsql_tables::{DataTree, discovery::cmp_version_names};
 
 use crate::config::AicOptions;
+use crate::errors::tables_error;
 
 /// A fully named database.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -85,7 +86,7 @@ pub fn resolve(function: &str, tree: &DataTree, file: &TableFile, arg: &str, opt
     } else if versions().any(|v| v == wanted) {
         wanted
     } else {
-        let reusing = reuse_only_versions(tree, file, system, backend).map_err(|e| invalid(function, e.to_string()))?;
+        let reusing = reuse_only_versions(tree, file, system, backend).map_err(|e| tables_error(function, e))?;
         if reusing.iter().any(|v| v == wanted) {
             wanted
         } else {

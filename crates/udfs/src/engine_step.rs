@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, RecordBatch, StringBuilder};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::datasource::MemTable;
@@ -16,7 +16,9 @@ use aicsql_tables::step::{Lookup, OpRow, RowKind, StepError, StepModel, StepRepo
 use crate::args::{constant, constant_int, constant_text};
 use crate::config::{AicOptions, OnMiss};
 use crate::database::resolve;
-use crate::step_args::{ARGS, phase, shape, step_error};
+use crate::errors::step_error;
+use crate::rows::{self, Column, Rows, Value, col, required};
+use crate::step_args::{ARGS, phase, shape};
 use aicsql_tables::sources::GEMM_FILE;
 
 pub const NAME: &str = "engine_step";
@@ -35,49 +37,7 @@ impl EngineStep {
     /// Columns: the row, the op, its first table lookup (arguments as
     /// columns; NULL where they do not apply), and its latency.
     pub fn schema() -> SchemaRef {
-        let text = |name: &str, nullable| Field::new(name, DataType::Utf8, nullable);
-        let int = |name: &str| Field::new(name, DataType::Int64, true);
-        let float = |name: &str| Field::new(name, DataType::Float64, true);
-        Arc::new(Schema::new(vec![
-            text("db", false),
-            text("phase", false),
-            text("row_kind", false),
-            Field::new("op_index", DataType::Int64, true),
-            text("op_name", false),
-            text("op_kind", true),
-            float("count"),
-            text("quant", true),
-            text("lookup_table", true),
-            int("m"),
-            int("n"),
-            int("k"),
-            int("attn_batch"),
-            int("attn_seq"),
-            int("attn_prefix"),
-            int("heads"),
-            int("kv_heads"),
-            int("head_dim"),
-            int("window"),
-            int("comm_gpus"),
-            int("message_size"),
-            int("moe_tokens"),
-            int("moe_hidden"),
-            int("moe_inter"),
-            int("moe_topk"),
-            int("moe_experts"),
-            int("moe_tp"),
-            int("moe_ep"),
-            text("lookup_args", true),
-            text("interp_path", true),
-            float("latency_ms"),
-            float("total_ms"),
-            float("weighted_total_ms"),
-            int("gen_step_index"),
-            int("gen_s"),
-            int("gen_repeat"),
-            Field::new("miss", DataType::Boolean, false),
-            text("reason", true),
-        ]))
+        rows::schema(&columns())
     }
 }
 
@@ -121,176 +81,194 @@ impl TableFunctionImpl for EngineStep {
             options.shared_layer,
         )
         .and_then(|mut step| step.report(phase, &shape));
-        let mut rows = Rows::default();
-        match report {
-            Ok(report) => rows.report(&report),
+        let outcome = match report {
+            Ok(report) => Outcome::Report(report),
             Err(StepError::Miss { op, lookup, message }) if options.on_miss == OnMiss::Null => {
-                rows.miss(&op, lookup.as_deref(), &message)
+                Outcome::Miss { op, lookup, message }
             }
             Err(e) => return Err(step_error(NAME, &model, &db_name, e)),
-        }
-        let batch = rows.finish(&schema, &db_name, phase.name())?;
-        Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+        };
+        let rows = table_rows(&db_name, phase.name(), &outcome)?;
+        Ok(Arc::new(MemTable::try_new(schema, vec![vec![rows]])?))
     }
 }
 
-/// Column builders in schema order (after `db` and `phase`, which repeat).
-#[derive(Default)]
-struct Rows {
-    len: usize,
-    row_kind: StringBuilder,
-    op_index: Int64Builder,
-    op_name: StringBuilder,
-    op_kind: StringBuilder,
-    count: Float64Builder,
-    quant: StringBuilder,
-    lookup_table: StringBuilder,
-    lookup_ints: [Int64Builder; 19],
-    lookup_args: StringBuilder,
-    interp_path: StringBuilder,
-    latency_ms: Float64Builder,
-    total_ms: Float64Builder,
-    weighted_total_ms: Float64Builder,
-    generation: [Int64Builder; 3],
-    miss: BooleanBuilder,
-    reason: StringBuilder,
+/// One output row, whichever its kind (op, sampled step total, step total, miss).
+struct Line<'a> {
+    db: &'a str,
+    phase: &'static str,
+    row_kind: &'static str,
+    op_index: Option<i64>,
+    op_name: &'a str,
+    op_kind: Option<&'static str>,
+    count: Option<f64>,
+    quant: Option<&'a str>,
+    lookup: Option<&'a Lookup>,
+    lookup_args: Option<String>,
+    interp_path: Option<&'a str>,
+    latency_ms: Option<f64>,
+    total_ms: Option<f64>,
+    weighted_total_ms: Option<f64>,
+    gen_step_index: Option<i64>,
+    gen_s: Option<i64>,
+    gen_repeat: Option<i64>,
+    miss: bool,
+    reason: Option<&'a str>,
 }
 
-/// The lookup's arguments in the column order of `lookup_ints`:
-/// m n k | attn_batch attn_seq attn_prefix heads kv_heads head_dim window |
-/// comm_gpus message_size | moe_tokens hidden inter topk experts moe_tp moe_ep.
-fn lookup_columns(lookup: Option<&Lookup>) -> [Option<i64>; 19] {
-    let mut c = [None; 19];
-    match lookup {
-        Some(&Lookup::Gemm { m, n, k, .. }) => (c[0], c[1], c[2]) = (Some(m), Some(n), Some(k)),
-        Some(&Lookup::ContextAttention { b, s, prefix, n, n_kv, window, head_size, .. }) => c[3..10]
-            .copy_from_slice(&[Some(b), Some(s), Some(prefix), Some(n), Some(n_kv), Some(head_size), Some(window)]),
-        Some(&Lookup::GenerationAttention { b, s, n, n_kv, window, head_size, .. }) => {
-            c[3..10].copy_from_slice(&[Some(b), Some(s), None, Some(n), Some(n_kv), Some(head_size), Some(window)])
+impl<'a> Line<'a> {
+    /// A row with no op, no lookup and no numbers.
+    fn empty(db: &'a str, phase: &'static str, row_kind: &'static str, op_name: &'a str) -> Line<'a> {
+        Line {
+            db,
+            phase,
+            row_kind,
+            op_index: None,
+            op_name,
+            op_kind: None,
+            count: None,
+            quant: None,
+            lookup: None,
+            lookup_args: None,
+            interp_path: None,
+            latency_ms: None,
+            total_ms: None,
+            weighted_total_ms: None,
+            gen_step_index: None,
+            gen_s: None,
+            gen_repeat: None,
+            miss: false,
+            reason: None,
         }
-        Some(&Lookup::CustomAllReduce { tp, size }) => (c[10], c[11]) = (Some(tp), Some(size)),
-        Some(&Lookup::Nccl { g, size, .. }) => (c[10], c[11]) = (Some(g), Some(size)),
-        Some(&Lookup::Moe { num_tokens, hidden, inter, topk, experts, moe_tp, moe_ep, .. }) => c[12..19]
-            .copy_from_slice(&[
-                Some(num_tokens),
-                Some(hidden),
-                Some(inter),
-                Some(topk),
-                Some(experts),
-                Some(moe_tp),
-                Some(moe_ep),
-            ]),
-        None => {}
-    }
-    c
-}
-
-impl Rows {
-    fn lookup(&mut self, lookup: Option<&Lookup>) {
-        self.lookup_table.append_option(lookup.map(Lookup::table));
-        for (builder, value) in self.lookup_ints.iter_mut().zip(lookup_columns(lookup)) {
-            builder.append_option(value);
-        }
-        self.lookup_args.append_option(lookup.map(|l| format!("{} {}", l.method(), l.args_json())));
     }
 
-    fn op(&mut self, row: &OpRow) {
-        self.len += 1;
-        self.row_kind.append_value(match row.row_kind {
+    fn with_lookup(mut self, lookup: Option<&'a Lookup>) -> Line<'a> {
+        self.lookup = lookup;
+        self.lookup_args = lookup.map(|l| format!("{} {}", l.method(), l.args_json()));
+        self
+    }
+
+    fn op(db: &'a str, phase: &'static str, row: &'a OpRow) -> Line<'a> {
+        let kind = match row.row_kind {
             RowKind::Op => "op",
             RowKind::GenStepTotal => "gen_step_total",
-        });
-        self.op_index.append_value(i64::from(row.op_index));
-        self.op_name.append_value(&row.op_name);
-        self.op_kind.append_option(row.op_kind.map(|k| k.name()));
-        self.count.append_option(row.count);
-        // Per-step total rows have no quant (NULL in the goldens); ops without
-        // one (P2P) have the empty text, as there.
-        self.quant.append_option((row.row_kind == RowKind::Op).then_some(row.quant.as_str()));
-        self.lookup(row.lookup.as_ref());
-        self.interp_path.append_option(row.interp_path.as_deref());
-        self.latency_ms.append_option(row.latency_ms);
-        self.total_ms.append_value(row.total_ms);
-        self.weighted_total_ms.append_value(row.weighted_total_ms);
-        for (builder, value) in self.generation.iter_mut().zip([row.gen_step_index, row.gen_s, row.gen_repeat]) {
-            builder.append_option(value.map(i64::from));
+        };
+        Line {
+            op_index: Some(i64::from(row.op_index)),
+            op_kind: row.op_kind.map(|k| k.name()),
+            count: row.count,
+            // Per-step total rows have no quant (NULL in the goldens); ops without
+            // one (P2P) have the empty text, as there.
+            quant: (row.row_kind == RowKind::Op).then_some(row.quant.as_str()),
+            interp_path: row.interp_path.as_deref(),
+            latency_ms: row.latency_ms,
+            total_ms: Some(row.total_ms),
+            weighted_total_ms: Some(row.weighted_total_ms),
+            gen_step_index: row.gen_step_index.map(i64::from),
+            gen_s: row.gen_s.map(i64::from),
+            gen_repeat: row.gen_repeat.map(i64::from),
+            ..Line::empty(db, phase, kind, &row.op_name)
         }
-        self.miss.append_value(false);
-        self.reason.append_null();
+        .with_lookup(row.lookup.as_ref())
     }
 
     /// The total row: `latency_ms` is TTFT (context) or TPOT (generation),
     /// `total_ms` the phase latency (context: TTFT; generation: the sum over
     /// all decode steps).
-    fn total(&mut self, latency_ms: Option<f64>, phase_ms: Option<f64>, miss: bool, reason: Option<&str>) {
-        self.len += 1;
-        self.row_kind.append_value("step_total");
-        self.op_index.append_null();
-        self.op_name.append_value("__step_total__");
-        self.op_kind.append_null();
-        self.count.append_null();
-        self.quant.append_null();
-        self.lookup(None);
-        self.interp_path.append_null();
-        self.latency_ms.append_option(latency_ms);
-        self.total_ms.append_option(phase_ms);
-        self.weighted_total_ms.append_option(phase_ms);
-        self.generation.iter_mut().for_each(|b| b.append_null());
-        self.miss.append_value(miss);
-        self.reason.append_option(reason);
-    }
-
-    fn report(&mut self, report: &StepReport) {
-        for row in &report.rows {
-            self.op(row);
+    fn total(db: &'a str, phase: &'static str, latency_ms: Option<f64>, phase_ms: Option<f64>) -> Line<'a> {
+        Line {
+            latency_ms,
+            total_ms: phase_ms,
+            weighted_total_ms: phase_ms,
+            ..Line::empty(db, phase, "step_total", "__step_total__")
         }
-        self.total(Some(report.total_ms), Some(report.phase_latency_ms), false, None);
     }
+}
 
-    /// Under `aic.on_miss = 'null'`: the op that missed, then a NULL total.
-    fn miss(&mut self, op: &str, lookup: Option<&Lookup>, message: &str) {
-        self.len += 1;
-        self.row_kind.append_value("miss");
-        self.op_index.append_null();
-        self.op_name.append_value(op);
-        self.op_kind.append_null();
-        self.count.append_null();
-        self.quant.append_null();
-        self.lookup(lookup);
-        self.interp_path.append_null();
-        self.latency_ms.append_null();
-        self.total_ms.append_null();
-        self.weighted_total_ms.append_null();
-        self.generation.iter_mut().for_each(|b| b.append_null());
-        self.miss.append_value(true);
-        self.reason.append_value(message);
-        self.total(None, None, true, Some(&format!("op '{op}' has no perf data")));
+/// The columns of `engine_step`, in order.
+fn columns<'a>() -> Vec<Column<Line<'a>>> {
+    use Value::{Bool, Float, Int, Text};
+    /// The lookup's argument, when the lookup is of the kind that has it.
+    macro_rules! arg {
+        ($name:literal, $($pattern:pat => $value:expr),+) => {
+            col($name, Int(|r| match r.lookup? { $($pattern => Some(*$value),)+ _ => None }))
+        };
     }
+    vec![
+        required("db", Text(|r| Some(r.db))),
+        required("phase", Text(|r| Some(r.phase))),
+        required("row_kind", Text(|r| Some(r.row_kind))),
+        col("op_index", Int(|r| r.op_index)),
+        required("op_name", Text(|r| Some(r.op_name))),
+        col("op_kind", Text(|r| r.op_kind)),
+        col("count", Float(|r| r.count)),
+        col("quant", Text(|r| r.quant)),
+        col("lookup_table", Text(|r| r.lookup.map(Lookup::table))),
+        arg!("m", Lookup::Gemm { m, .. } => m),
+        arg!("n", Lookup::Gemm { n, .. } => n),
+        arg!("k", Lookup::Gemm { k, .. } => k),
+        arg!("attn_batch", Lookup::ContextAttention { b, .. } => b, Lookup::GenerationAttention { b, .. } => b),
+        arg!("attn_seq", Lookup::ContextAttention { s, .. } => s, Lookup::GenerationAttention { s, .. } => s),
+        arg!("attn_prefix", Lookup::ContextAttention { prefix, .. } => prefix),
+        arg!("heads", Lookup::ContextAttention { n, .. } => n, Lookup::GenerationAttention { n, .. } => n),
+        arg!("kv_heads", Lookup::ContextAttention { n_kv, .. } => n_kv, Lookup::GenerationAttention { n_kv, .. } => n_kv),
+        arg!("head_dim", Lookup::ContextAttention { head_size, .. } => head_size,
+            Lookup::GenerationAttention { head_size, .. } => head_size),
+        arg!("window", Lookup::ContextAttention { window, .. } => window,
+            Lookup::GenerationAttention { window, .. } => window),
+        arg!("comm_gpus", Lookup::CustomAllReduce { tp, .. } => tp, Lookup::Nccl { g, .. } => g),
+        arg!("message_size", Lookup::CustomAllReduce { size, .. } => size, Lookup::Nccl { size, .. } => size),
+        arg!("moe_tokens", Lookup::Moe { num_tokens, .. } => num_tokens),
+        arg!("moe_hidden", Lookup::Moe { shape, .. } => &shape.hidden),
+        arg!("moe_inter", Lookup::Moe { shape, .. } => &shape.inter),
+        arg!("moe_topk", Lookup::Moe { shape, .. } => &shape.topk),
+        arg!("moe_experts", Lookup::Moe { shape, .. } => &shape.experts),
+        arg!("moe_tp", Lookup::Moe { shape, .. } => &shape.moe_tp),
+        arg!("moe_ep", Lookup::Moe { shape, .. } => &shape.moe_ep),
+        col("lookup_args", Text(|r| r.lookup_args.as_deref())),
+        col("interp_path", Text(|r| r.interp_path)),
+        col("latency_ms", Float(|r| r.latency_ms)),
+        col("total_ms", Float(|r| r.total_ms)),
+        col("weighted_total_ms", Float(|r| r.weighted_total_ms)),
+        col("gen_step_index", Int(|r| r.gen_step_index)),
+        col("gen_s", Int(|r| r.gen_s)),
+        col("gen_repeat", Int(|r| r.gen_repeat)),
+        required("miss", Bool(|r| Some(r.miss))),
+        col("reason", Text(|r| r.reason)),
+    ]
+}
 
-    fn finish(mut self, schema: &SchemaRef, db: &str, phase: &str) -> Result<RecordBatch> {
-        let repeat = |v: &str| Arc::new(datafusion::arrow::array::StringArray::from(vec![v; self.len])) as ArrayRef;
-        let mut columns: Vec<ArrayRef> = vec![
-            repeat(db),
-            repeat(phase),
-            Arc::new(self.row_kind.finish()),
-            Arc::new(self.op_index.finish()),
-            Arc::new(self.op_name.finish()),
-            Arc::new(self.op_kind.finish()),
-            Arc::new(self.count.finish()),
-            Arc::new(self.quant.finish()),
-            Arc::new(self.lookup_table.finish()),
-        ];
-        columns.extend(self.lookup_ints.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-        columns.extend([
-            Arc::new(self.lookup_args.finish()) as ArrayRef,
-            Arc::new(self.interp_path.finish()),
-            Arc::new(self.latency_ms.finish()),
-            Arc::new(self.total_ms.finish()),
-            Arc::new(self.weighted_total_ms.finish()),
-        ]);
-        columns.extend(self.generation.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
-        columns.push(Arc::new(self.miss.finish()));
-        columns.push(Arc::new(self.reason.finish()));
-        Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+/// The rows of one call: the report's ops then its total, or (under
+/// `aic.on_miss = 'null'`) the op that missed then a NULL total.
+fn table_rows(db: &str, phase: &'static str, outcome: &Outcome) -> Result<RecordBatch> {
+    // Outlives the rows that borrow it.
+    let total_reason = match outcome {
+        Outcome::Miss { op, .. } => format!("op '{op}' has no perf data"),
+        Outcome::Report(_) => String::new(),
+    };
+    let columns = columns();
+    let mut rows = Rows::new(&columns);
+    match outcome {
+        Outcome::Report(report) => {
+            for row in &report.rows {
+                rows.push(&Line::op(db, phase, row));
+            }
+            rows.push(&Line::total(db, phase, Some(report.total_ms), Some(report.phase_latency_ms)));
+        }
+        Outcome::Miss { op, lookup, message } => {
+            let mut missed = Line::empty(db, phase, "miss", op).with_lookup(lookup.as_deref());
+            (missed.miss, missed.reason) = (true, Some(message.as_str()));
+            rows.push(&missed);
+            let mut total = Line::total(db, phase, None, None);
+            (total.miss, total.reason) = (true, Some(total_reason.as_str()));
+            rows.push(&total);
+        }
     }
+    rows.finish()
+}
+
+/// What one call produced.
+enum Outcome {
+    Report(StepReport),
+    Miss { op: String, lookup: Option<Box<Lookup>>, message: String },
 }

@@ -14,6 +14,7 @@ use aicsql_tables::{DataTree, GemmQuant, GemmTable};
 use crate::args::{Int, Text, coerce};
 use crate::config::AicOptions;
 use crate::database::{Database, resolve};
+use crate::errors::tables_error;
 use aicsql_tables::sources::GEMM_FILE;
 
 /// Largest dimension accepted; keeps every exact product inside i128.
@@ -54,7 +55,7 @@ pub(crate) fn check_shape(function: &str, m: i64, n: i64, k: i64) -> Result<()> 
 
 /// Parses a quant argument; the error lists the spec's modes.
 pub(crate) fn quant(function: &str, name: &str) -> Result<GemmQuant> {
-    name.parse::<GemmQuant>().map_err(|e| datafusion::common::DataFusionError::Execution(format!("{function}: {e}")))
+    name.parse::<GemmQuant>().map_err(|e| tables_error(function, e))
 }
 
 /// The shared GEMM table of a resolved database, under the session's shared-layer setting.
@@ -66,7 +67,7 @@ pub(crate) fn gemm_table(
     options: &AicOptions,
 ) -> Result<Arc<GemmTable>> {
     GemmTable::cached(tree, &db.system, &db.backend, &db.version, quant, options.shared_layer)
-        .map_err(|e| datafusion::common::DataFusionError::Execution(format!("{function}: {e}")))
+        .map_err(|e| tables_error(function, e))
 }
 
 /// Resolved (db, quant) pairs of one batch. Lookups compare the argument

@@ -6,7 +6,7 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::logical_expr::{Signature, TypeSignature, Volatility};
 
-use aicsql_tables::step::{Phase, StepError, StepShape};
+use aicsql_tables::step::{Phase, StepShape};
 
 use crate::args::coerce;
 
@@ -62,9 +62,4 @@ pub fn shape(function: &str, ints: [i64; 4], moe: [Option<i64>; 2]) -> Result<St
         moe_tp: moe[0].map(|v| narrow(7, v)).transpose()?,
         moe_ep: moe[1].map(|v| narrow(8, v)).transpose()?,
     })
-}
-
-/// A step error as the function's error (misses are handled by the caller).
-pub fn step_error(function: &str, model: &str, db: &str, error: StepError) -> DataFusionError {
-    DataFusionError::Execution(format!("{function}: {model} on {db}: {error}"))
 }

@@ -15,7 +15,8 @@ use aicsql_tables::step::{StepError, StepModel};
 use crate::args::{Int, Text};
 use crate::config::{AicOptions, OnMiss};
 use crate::database::resolve;
-use crate::step_args::{coerce_step, phase, shape, step_error, step_signature};
+use crate::errors::step_error;
+use crate::step_args::{coerce_step, phase, shape, step_signature};
 use crate::{DOC_SECTION_AICSQL, SharedTree};
 use aicsql_tables::sources::GEMM_FILE;
 

@@ -5,6 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use datafusion::common::{DataFusionError, Result};
 
+use crate::errors::tables_error;
+
 use aicsql_tables::{DataTree, SystemSpec, system_spec};
 
 /// Parsed `systems/<system>.yaml` files, keyed by system name.
@@ -19,8 +21,7 @@ impl SystemSpecs {
         if let Some(spec) = self.specs.lock().map_err(|_| lock_err())?.get(system) {
             return Ok(Arc::clone(spec));
         }
-        let (spec, _) =
-            system_spec(tree, system).map_err(|e| DataFusionError::Execution(format!("{function}: {e}")))?;
+        let (spec, _) = system_spec(tree, system).map_err(|e| tables_error(function, e))?;
         let spec = Arc::new(spec);
         self.specs.lock().map_err(|_| lock_err())?.insert(system.to_string(), Arc::clone(&spec));
         Ok(spec)

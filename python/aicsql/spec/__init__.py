@@ -1,5 +1,5 @@
 """aicsql.spec -- the Python path: a small, readable, pure-Python restatement of
-the spec (aiconfigurator v0.11.0's GEMM estimator, see ENGINE_STEP_SPEC.md
+the spec (aiconfigurator v0.11.0's GEMM estimator, see docs/spec/engine_step.md
 sections 3, 4, 5.2, 7.2, 8.1 and 11), written independently of the Rust path
 so that the two can check each other bit for bit.
 

@@ -17,7 +17,7 @@ the root that ranks first serves it:
 Both layouts are recognised: legacy ``systems/data/<system>/<backend>/<version>/``
 and family ``systems/data/<system>/<family>/<backend>/<version>/`` (for a
 given system the first family directory in name order holding the file wins,
-spec 4.1 / 11.10; ``gemm_perf.parquet`` only ever lives in ``gemm``).
+docs/spec 4.1 / 11.10; ``gemm_perf.parquet`` only ever lives in ``gemm``).
 
 A *database* is ``system/backend/version``; it has a GEMM table when some
 root holds its own ``gemm_perf.parquet``, or when its version directory
@@ -237,7 +237,7 @@ class DataTree:
     ) -> List[str]:
         """Donor versions a version dir's ``reuse.yaml`` declares for ``table``
         (file stem, e.g. ``gemm_perf``), in file order; donors are versions of
-        the same system and backend (spec 4.2).
+        the same system and backend (docs/spec 4.2).
 
         ``version_dir`` is the dir of the database's own file of the table;
         without one (a version that only reuses), the first ``reuse.yaml`` of

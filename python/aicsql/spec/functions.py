@@ -281,7 +281,7 @@ def gemm_trace(
 
 
 def gemm_sol(db: str, quant: str, m: int, n: int, k: int, *, data=None, backend: str = "", version: str = "latest") -> float:
-    """SOL latency (ms) of one GEMM on the database's system (spec 5.2)."""
+    """SOL latency (ms) of one GEMM on the database's system (docs/spec 5.2)."""
     tree = open_tree(data)
     q = gemm_quant(quant)
     database = tree.resolve(db, backend, version)
@@ -289,7 +289,7 @@ def gemm_sol(db: str, quant: str, m: int, n: int, k: int, *, data=None, backend:
     return _gemm_sol(SystemSpec.from_yaml(database.system, tree.system_yaml(database.system)), q, m, n, k)
 
 
-# ---- the engine step (aicsql.spec.step; ENGINE_STEP_SPEC.md) ------------------------------
+# ---- the engine step (aicsql.spec.step; docs/spec/engine_step.md) ------------------------------
 # Entry points of the engine-step estimator, next to the GEMM ones: the Rust
 # bridge calls `step_latency_batch` with the same settings dict.
 

@@ -1,6 +1,6 @@
-"""The spec's GEMM table and its ScatteredSites resolver (spec 4, 5.2, 7.2, 8.1, 11).
+"""The spec's GEMM table and its ScatteredSites resolver (docs/spec 4, 5.2, 7.2, 8.1, 11).
 
-Loading (spec 4.2, 4.4, 11.1)
+Loading (docs/spec 4.2, 4.4, 11.1)
     A database's GEMM table is the row-concatenation of its sources in
     priority order -- its own file; with the shared layer on, then the donors
     of its ``reuse.yaml`` and the same backend's strictly older versions
@@ -9,7 +9,7 @@ Loading (spec 4.2, 4.4, 11.1)
     stored latency is then raised to its SOL, computed with the row's own
     quant mode.
 
-Sites (spec 7.2, 11.4)
+Sites (docs/spec 7.2, 11.4)
     A quant slice ``[m][n][k]`` is re-indexed into sites ``(n, k)``, each
     owning a curve of ``(m, latency)`` sorted by m. Site order is the order
     of first appearance while walking the nested dicts m-major (m in
@@ -55,7 +55,7 @@ __all__ = [
     "load_table",
 ]
 
-# ScatteredSites configuration for GEMM (spec 7.2).
+# ScatteredSites configuration for GEMM (docs/spec 7.2).
 NN_SITES = 4
 MAX_SITE_DISTANCE = 2.0
 K_TAIL = 3
@@ -153,7 +153,7 @@ def trace_row(stage: str, **fields) -> dict:
 
 
 class GemmSlice:
-    """One quant slice of a GEMM table, re-indexed into sites (spec 7.2)."""
+    """One quant slice of a GEMM table, re-indexed into sites (docs/spec 7.2)."""
 
     def __init__(self, system: SystemSpec, table: Dict[int, Dict[int, Dict[int, float]]]):
         self.system = system
@@ -496,7 +496,7 @@ def _check_cross_backend(tree: DataTree, db: Database) -> None:
 
 
 def gemm_sources(tree: DataTree, db: Database, shared_layer: bool = True) -> List[GemmFile]:
-    """The files of a database's GEMM table, in priority order (spec 4.2)."""
+    """The files of a database's GEMM table, in priority order (docs/spec 4.2)."""
     own = tree.gemm_file(db)
     sources = [own] if own is not None else []
     if own is None:

@@ -1,4 +1,4 @@
-"""Quant modes, system constants and the GEMM speed-of-light (spec 3 and 5.2).
+"""Quant modes, system constants and the GEMM speed-of-light (docs/spec 3 and 5.2).
 
 Numbers are kept in the types the spec's Python sees: the system yaml's
 integers stay Python ``int`` (``mem_bw: 4800000000000``), the quant
@@ -34,7 +34,7 @@ class QuantMode(NamedTuple):
 
     @property
     def table_slice(self) -> str:
-        """The `gemm_dtype` slice a lookup reads (spec 8.1: fp8_static reads fp8)."""
+        """The `gemm_dtype` slice a lookup reads (docs/spec 8.1: fp8_static reads fp8)."""
         return "fp8" if self.name == "fp8_static" else self.name
 
 
@@ -83,7 +83,7 @@ class SystemSpec:
             return cls(name, yaml.safe_load(f) or {}, path)
 
     def flops(self, q: QuantMode) -> Number:
-        """Tensor-core FLOP/s for the quant's compute multiplier (spec 5.2)."""
+        """Tensor-core FLOP/s for the quant's compute multiplier (docs/spec 5.2)."""
         key = {1: self.bfloat16_tc_flops, 2: self.fp8_tc_flops, 4: self.fp4_tc_flops}.get(q.compute)
         if key is None:
             # "if the key is missing: bfloat16_tc_flops * compute(q)"
@@ -92,7 +92,7 @@ class SystemSpec:
 
 
 def gemm_sol(system: SystemSpec, q: QuantMode, m: int, n: int, k: int) -> float:
-    """Speed-of-light latency in ms of an m x k by k x n GEMM (spec 5.2).
+    """Speed-of-light latency in ms of an m x k by k x n GEMM (docs/spec 5.2).
 
     The memory term charges all three matrices at the weight byte width of q.
     Written exactly as the spec's formula so the float operations (and their

@@ -1,5 +1,5 @@
 //! The immutable, query-ready form of one GEMM quant slice: ScatteredSites
-//! (spec 7.2) re-indexed for lookups without allocation or string hashing.
+//! (docs/spec 7.2) re-indexed for lookups without allocation or string hashing.
 //!
 //! Measured sites form a near-complete grid (about 25 distinct n by 25
 //! distinct k per slice, 78% or more of the cells filled), so `(n, k)` is

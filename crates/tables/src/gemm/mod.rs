@@ -54,7 +54,7 @@ const _: fn() = || {
 
 impl GemmTable {
     /// Loads `system/backend/version` for `quant`. `shared_layer` unions the
-    /// database's own file with reuse donors and older versions (spec 4.2);
+    /// database's own file with reuse donors and older versions (docs/spec 4.2);
     /// without it only the own file counts. An unknown database is an error
     /// listing the ones that exist; a quant the data lacks is not (its
     /// queries miss, like the spec's).
@@ -77,7 +77,13 @@ impl GemmTable {
             // Rows are raised to the SOL of their own dtype, queries use the queried mode.
             let row_quant: GemmQuant = slice_name.parse()?;
             let index = SiteIndex::build(slice.rows, &sol_of(row_quant)?, sol_of(quant)?).map_err(|e| {
-                TablesError::InvalidInput(format!("GEMM table {system}/{backend}/{version} {quant}: {e}"))
+                let files: Vec<String> = sources.iter().map(|s| s.path.display().to_string()).collect();
+                TablesError::corrupt(
+                    &sources[0].path,
+                    None,
+                    None,
+                    format!("GEMM table {system}/{backend}/{version} {quant} (from {}): {e}", files.join(", ")),
+                )
             })?;
             Some(index)
         };

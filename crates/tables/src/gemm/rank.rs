@@ -1,4 +1,4 @@
-//! Ranking sites for site transfer (spec 7.2 step 2): candidates by
+//! Ranking sites for site transfer (docs/spec 7.2 step 2): candidates by
 //! distance in (log2 n, log2 k) space, ties in site order, nearest first.
 //!
 //! The order-defining distance is Python's `sqrt((log2 n_s - log2 n) ** 2 +

@@ -1,4 +1,4 @@
-//! Answering one `(m, n, k)` query on a [`SiteIndex`] (spec 7.2): own site
+//! Answering one `(m, n, k)` query on a [`SiteIndex`] (docs/spec 7.2): own site
 //! curve (exact, linear, util-hold), else site transfer from the nearest
 //! sites. Operation order follows the spec's Python exactly; the comments
 //! say where a different order would change bits.

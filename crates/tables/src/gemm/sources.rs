@@ -1,4 +1,4 @@
-//! Which files make up a database's GEMM table (spec section 4.2): the
+//! Which files make up a database's GEMM table (docs/spec section 4.2): the
 //! generic source union of [`crate::sources`] for `gemm_perf`.
 
 use crate::discovery::DataTree;

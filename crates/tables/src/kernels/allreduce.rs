@@ -1,4 +1,4 @@
-//! Custom all-reduce: `[half][num_gpus]["AUTO"][message_size]` (spec 4.4,
+//! Custom all-reduce: `[half][num_gpus]["AUTO"][message_size]` (docs/spec 4.4,
 //! 8.4). Eager-mode rows are dropped (except on b60), the dtype column is
 //! ignored (every row is filed under `half`, first-wins), and only the
 //! database's own file counts. `message_size` is an element count.
@@ -26,18 +26,16 @@ pub struct AllReduceTable {
     sol: OpSol,
 }
 
-const COLUMNS: [Col; 6] = [
-    Col::int("num_gpus"),
-    Col::int("message_size"),
-    Col::float("latency"),
-    Col::text("kernel_source").optional(),
-    Col::text("backend").optional(),
-    Col::text("implementation").optional(),
-];
+const NUM_GPUS: Col = Col::int("num_gpus");
+const MESSAGE_SIZE: Col = Col::int("message_size");
+/// Columns whose `*_eager` values mark eager-mode rows.
+const EAGER_MARKS: [Col; 3] =
+    [Col::text("kernel_source").optional(), Col::text("backend").optional(), Col::text("implementation").optional()];
+const COLUMNS: [Col; 6] = [NUM_GPUS, MESSAGE_SIZE, Col::LATENCY, EAGER_MARKS[0], EAGER_MARKS[1], EAGER_MARKS[2]];
 
 impl AllReduceTable {
     /// Loads the own file only: communication tables take no part in the
-    /// shared-layer union (spec 4.2).
+    /// shared-layer union (docs/spec 4.2).
     pub fn load(tree: &DataTree, system: &str, backend: &str, version: &str) -> Result<Self> {
         let mut sources = plan(tree, &CUSTOM_ALLREDUCE_FILE, system, backend, version, false)?;
         let (_, sol, _) = system_constants(tree, system)?;
@@ -46,15 +44,18 @@ impl AllReduceTable {
         for source in &mut sources {
             let mut added = 0usize;
             scan(tree, &source.path, &COLUMNS, |rows| {
+                let (gpus, sizes, latencies) =
+                    (rows.int(NUM_GPUS)?, rows.int(MESSAGE_SIZE)?, rows.float(Col::LATENCY)?);
+                let marks = [rows.text(EAGER_MARKS[0])?, rows.text(EAGER_MARKS[1])?, rows.text(EAGER_MARKS[2])?];
                 for i in 0..rows.len() {
                     let mut eager = false;
-                    for c in [3, 4, 5] {
-                        eager |= rows.text(c, i)?.is_some_and(|v| v.ends_with("_eager"));
+                    for mark in &marks {
+                        eager |= mark.get(i)?.is_some_and(|v| v.ends_with("_eager"));
                     }
                     if eager && !keep_eager {
                         continue;
                     }
-                    let (gpus, size, latency) = (rows.req_int(0, i)?, rows.req_int(1, i)?, rows.req_float(2, i)?);
+                    let (gpus, size, latency) = (gpus.req(i)?, sizes.req(i)?, latencies.req(i)?);
                     if by_gpus.entry(gpus).or_default().insert([size], latency) {
                         added += 1;
                     }

@@ -57,7 +57,7 @@ pub(crate) fn get<T: Send + Sync + 'static>(
     if let Some(table) = entry.as_ref() {
         return Arc::clone(table)
             .downcast::<T>()
-            .map_err(|_| TablesError::InvalidInput(format!("table cache: `{kind}` holds another type")));
+            .map_err(|_| TablesError::Internal(format!("table cache: `{kind}` holds another type")));
     }
     let loaded = Arc::new(load()?);
     *entry = Some(Arc::clone(&loaded) as Shared);

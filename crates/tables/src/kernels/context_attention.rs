@@ -1,6 +1,6 @@
 //! Context (prefill) attention: `[attn_dtype][kv_cache_dtype][kv_key]
 //! [head_dim][window_size]` slices, each a grid over (num_heads, seq, batch)
-//! blended in sqrt space along seq (spec 4.4, 7.1, 8.2). No SOL clamp.
+//! blended in sqrt space along seq (docs/spec 4.4, 7.1, 8.2). No SOL clamp.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,7 +33,7 @@ pub struct ContextAttentionTable {
     db: String,
     sources: Vec<TableSource>,
     slices: HashMap<Slice, Grid<3>>,
-    /// For each kv dtype, the attn dtypes that have rows under it (FMHA guard, spec 3.2).
+    /// For each kv dtype, the attn dtypes that have rows under it (FMHA guard, docs/spec 3.2).
     fmha_by_kv: Vec<(KvQuant, Vec<FmhaQuant>)>,
     sol: OpSol,
 }
@@ -52,17 +52,16 @@ pub struct CtxAttnQuery {
     pub head_size: i64,
 }
 
-const COLUMNS: [Col; 9] = [
-    Col::text("attn_dtype"),
-    Col::text("kv_cache_dtype"),
-    Col::int("batch_size"),
-    Col::int("isl"),
-    Col::int("num_heads"),
-    Col::int("num_key_value_heads"),
-    Col::int("head_dim"),
-    Col::int("window_size").optional(),
-    Col::float("latency"),
-];
+const ATTN_DTYPE: Col = Col::text("attn_dtype");
+const KV_CACHE_DTYPE: Col = Col::text("kv_cache_dtype");
+const BATCH_SIZE: Col = Col::int("batch_size");
+const ISL: Col = Col::int("isl");
+const NUM_HEADS: Col = Col::int("num_heads");
+const NUM_KV_HEADS: Col = Col::int("num_key_value_heads");
+const HEAD_DIM: Col = Col::int("head_dim");
+const WINDOW_SIZE: Col = Col::int("window_size").optional();
+const COLUMNS: [Col; 9] =
+    [ATTN_DTYPE, KV_CACHE_DTYPE, BATCH_SIZE, ISL, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, WINDOW_SIZE, Col::LATENCY];
 
 impl ContextAttentionTable {
     pub fn load(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Self> {
@@ -73,16 +72,17 @@ impl ContextAttentionTable {
         for source in &mut sources {
             let mut added = 0usize;
             scan(tree, &source.path, &COLUMNS, |rows| {
+                let (attn_dtypes, kv_dtypes) = (rows.text(ATTN_DTYPE)?, rows.text(KV_CACHE_DTYPE)?);
+                let (batches, isls) = (rows.int(BATCH_SIZE)?, rows.int(ISL)?);
+                let (heads, kv_heads, head_dims) = (rows.int(NUM_HEADS)?, rows.int(NUM_KV_HEADS)?, rows.int(HEAD_DIM)?);
+                let (windows, latencies) = (rows.int(WINDOW_SIZE)?, rows.float(Col::LATENCY)?);
                 for i in 0..rows.len() {
-                    let fmha: FmhaQuant =
-                        rows.req_text(0, i)?.parse().map_err(|e| rows.error(i, format!("attn_dtype: {e}")))?;
-                    let kv: KvQuant =
-                        rows.req_text(1, i)?.parse().map_err(|e| rows.error(i, format!("kv_cache_dtype: {e}")))?;
-                    let (b, isl, n, n_kv) =
-                        (rows.req_int(2, i)?, rows.req_int(3, i)?, rows.req_int(4, i)?, rows.req_int(5, i)?);
-                    let head_dim = rows.req_int(6, i)?;
-                    let window = rows.int(7, i)?.unwrap_or(0);
-                    let latency = rows.req_float(8, i)?;
+                    let fmha: FmhaQuant = attn_dtypes.req(i)?.parse().map_err(|e| rows.error(i, ATTN_DTYPE.name, e))?;
+                    let kv: KvQuant = kv_dtypes.req(i)?.parse().map_err(|e| rows.error(i, KV_CACHE_DTYPE.name, e))?;
+                    let (b, isl, n, n_kv) = (batches.req(i)?, isls.req(i)?, heads.req(i)?, kv_heads.req(i)?);
+                    let head_dim = head_dims.req(i)?;
+                    let window = windows.get(i)?.unwrap_or(0);
+                    let latency = latencies.req(i)?;
                     let kv_key = if n_kv == n { 0 } else { n_kv };
                     let slice = Slice { fmha, kv, kv_key, head_dim, window };
                     if slices.entry(slice).or_default().insert([n, isl, b], latency) {
@@ -127,7 +127,7 @@ impl ContextAttentionTable {
         &self.db
     }
 
-    /// The table value `A` of spec 8.2 step 1 (without the op's extras).
+    /// The table value `A` of docs/spec 8.2 step 1 (without the op's extras).
     pub fn query(&self, q: &CtxAttnQuery) -> Result<(f64, GridPath), KernelMiss> {
         let miss = |reason: String| KernelMiss::new(&self.db, CONTEXT_ATTENTION_FILE.file, reason);
         if q.n_kv > q.n {

@@ -1,6 +1,6 @@
 //! Generation (decode) attention: `[kv_cache_dtype][kv_key][head_dim]
 //! [window_size]` slices, each a grid over (num_heads, batch, s) with
-//! `s = isl + step` (spec 4.4). There is no attn_dtype level: rows that
+//! `s = isl + step` (docs/spec 4.4). There is no attn_dtype level: rows that
 //! differ only in it collapse first-wins. Every stored latency is raised to
 //! its own SOL (5.4) after loading. A query is the mean of five grid lookups
 //! spread over `[0.9 s, 1.1 s]` (8.3).
@@ -64,19 +64,18 @@ impl GenAttnResult {
     }
 }
 
-const COLUMNS: [Col; 9] = [
-    Col::text("kv_cache_dtype"),
-    Col::int("batch_size"),
-    Col::int("isl"),
-    Col::int("step"),
-    Col::int("num_heads"),
-    Col::int("num_key_value_heads"),
-    Col::int("head_dim"),
-    Col::int("window_size").optional(),
-    Col::float("latency"),
-];
+const KV_CACHE_DTYPE: Col = Col::text("kv_cache_dtype");
+const BATCH_SIZE: Col = Col::int("batch_size");
+const ISL: Col = Col::int("isl");
+const STEP: Col = Col::int("step");
+const NUM_HEADS: Col = Col::int("num_heads");
+const NUM_KV_HEADS: Col = Col::int("num_key_value_heads");
+const HEAD_DIM: Col = Col::int("head_dim");
+const WINDOW_SIZE: Col = Col::int("window_size").optional();
+const COLUMNS: [Col; 9] =
+    [KV_CACHE_DTYPE, BATCH_SIZE, ISL, STEP, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, WINDOW_SIZE, Col::LATENCY];
 
-/// The five seq points of a decode query at `s` (spec 8.3): `int(s * 0.9)`
+/// The five seq points of a decode query at `s` (docs/spec 8.3): `int(s * 0.9)`
 /// and `int(s * 1.1)` are float products truncated toward zero, the spacing
 /// integer floor division.
 pub(crate) fn sample_points(s: i64) -> [i64; 5] {
@@ -93,13 +92,16 @@ impl GenerationAttentionTable {
         for source in &mut sources {
             let mut added = 0usize;
             scan(tree, &source.path, &COLUMNS, |rows| {
+                let kv_dtypes = rows.text(KV_CACHE_DTYPE)?;
+                let (batches, isls, steps) = (rows.int(BATCH_SIZE)?, rows.int(ISL)?, rows.int(STEP)?);
+                let (heads, kv_heads, head_dims) = (rows.int(NUM_HEADS)?, rows.int(NUM_KV_HEADS)?, rows.int(HEAD_DIM)?);
+                let (windows, latencies) = (rows.int(WINDOW_SIZE)?, rows.float(Col::LATENCY)?);
                 for i in 0..rows.len() {
-                    let kv: KvQuant =
-                        rows.req_text(0, i)?.parse().map_err(|e| rows.error(i, format!("kv_cache_dtype: {e}")))?;
-                    let (b, isl, step) = (rows.req_int(1, i)?, rows.req_int(2, i)?, rows.req_int(3, i)?);
-                    let (n, n_kv, head_dim) = (rows.req_int(4, i)?, rows.req_int(5, i)?, rows.req_int(6, i)?);
-                    let window = rows.int(7, i)?.unwrap_or(0);
-                    let latency = rows.req_float(8, i)?;
+                    let kv: KvQuant = kv_dtypes.req(i)?.parse().map_err(|e| rows.error(i, KV_CACHE_DTYPE.name, e))?;
+                    let (b, isl, step) = (batches.req(i)?, isls.req(i)?, steps.req(i)?);
+                    let (n, n_kv, head_dim) = (heads.req(i)?, kv_heads.req(i)?, head_dims.req(i)?);
+                    let window = windows.get(i)?.unwrap_or(0);
+                    let latency = latencies.req(i)?;
                     let kv_key = if n_kv == n { 0 } else { n_kv };
                     let slice = Slice { kv, kv_key, head_dim, window };
                     if slices.entry(slice).or_default().insert([n, b, isl + step], latency) {

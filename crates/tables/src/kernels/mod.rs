@@ -1,4 +1,4 @@
-//! The kernel tables of the engine step besides GEMM (spec section 4.4):
+//! The kernel tables of the engine step besides GEMM (docs/spec section 4.4):
 //! context and generation attention, custom all-reduce, NCCL and MoE. Each
 //! is loaded from its sources once (first-wins, insertion order kept),
 //! indexed into [`Grid`](crate::grid::Grid) slices and shared process-wide.
@@ -22,7 +22,7 @@ use crate::system::{SystemSpec, system_spec};
 pub use allreduce::AllReduceTable;
 pub use context_attention::{ContextAttentionTable, CtxAttnQuery};
 pub use generation_attention::{GenAttnQuery, GenAttnResult, GenerationAttentionTable};
-pub use moe::{MoeQuery, MoeTable};
+pub use moe::{MoeQuery, MoeShape, MoeTable};
 pub use nccl::NcclTable;
 
 /// Why a kernel-table lookup has no answer. The spec raises

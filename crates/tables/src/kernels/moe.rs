@@ -1,6 +1,6 @@
 //! Fused MoE experts: `[moe_dtype][distribution][topk][num_experts]
 //! [hidden_size][inter_size][moe_tp][moe_ep]` slices, each a raw grid over
-//! num_tokens (spec 4.4, 10.3). Rows of the `moe_torch_flow_min_latency`
+//! num_tokens (docs/spec 4.4, 10.3). Rows of the `moe_torch_flow_min_latency`
 //! kernel form a separate low-latency table. No SOL clamp.
 
 use std::collections::HashMap;
@@ -51,10 +51,10 @@ pub struct MoeTable {
     sol: OpSol,
 }
 
-/// One `query_moe(...)` call.
+/// The experts of one MoE layer as the MoE table sees them: everything of
+/// a `query_moe(...)` call but the token count.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MoeQuery<'a> {
-    pub num_tokens: i64,
+pub struct MoeShape {
     pub hidden: i64,
     pub inter: i64,
     pub topk: i64,
@@ -62,24 +62,42 @@ pub struct MoeQuery<'a> {
     pub moe_tp: i64,
     pub moe_ep: i64,
     pub quant: MoeQuant,
-    pub distribution: &'a str,
+    /// The workload distribution the model's experts are measured under (`power_law_1.2`).
+    pub distribution: &'static str,
     pub gated: bool,
+}
+
+/// One `query_moe(...)` call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MoeQuery {
+    pub num_tokens: i64,
+    pub shape: MoeShape,
     /// Use the low-latency kernel's table (trtllm nvfp4, few tokens).
     pub low_latency: bool,
 }
 
+const MOE_DTYPE: Col = Col::text("moe_dtype");
+const NUM_TOKENS: Col = Col::int("num_tokens");
+const HIDDEN_SIZE: Col = Col::int("hidden_size");
+const INTER_SIZE: Col = Col::int("inter_size");
+const TOPK: Col = Col::int("topk");
+const NUM_EXPERTS: Col = Col::int("num_experts");
+const MOE_TP_SIZE: Col = Col::int("moe_tp_size");
+const MOE_EP_SIZE: Col = Col::int("moe_ep_size");
+const DISTRIBUTION: Col = Col::text("distribution");
+const KERNEL_SOURCE: Col = Col::text("kernel_source").optional();
 const COLUMNS: [Col; 11] = [
-    Col::text("moe_dtype"),
-    Col::int("num_tokens"),
-    Col::int("hidden_size"),
-    Col::int("inter_size"),
-    Col::int("topk"),
-    Col::int("num_experts"),
-    Col::int("moe_tp_size"),
-    Col::int("moe_ep_size"),
-    Col::text("distribution"),
-    Col::text("kernel_source").optional(),
-    Col::float("latency"),
+    MOE_DTYPE,
+    NUM_TOKENS,
+    HIDDEN_SIZE,
+    INTER_SIZE,
+    TOPK,
+    NUM_EXPERTS,
+    MOE_TP_SIZE,
+    MOE_EP_SIZE,
+    DISTRIBUTION,
+    KERNEL_SOURCE,
+    Col::LATENCY,
 ];
 
 fn intern(names: &mut Vec<String>, name: &str) -> u16 {
@@ -101,28 +119,34 @@ impl MoeTable {
         for source in &mut sources {
             let mut added = 0usize;
             scan(tree, &source.path, &COLUMNS, |rows| {
+                let (dtypes, distributions, kernels) =
+                    (rows.text(MOE_DTYPE)?, rows.text(DISTRIBUTION)?, rows.text(KERNEL_SOURCE)?);
+                let (tokens, hiddens, inters) = (rows.int(NUM_TOKENS)?, rows.int(HIDDEN_SIZE)?, rows.int(INTER_SIZE)?);
+                let (topks, experts) = (rows.int(TOPK)?, rows.int(NUM_EXPERTS)?);
+                let (moe_tps, moe_eps, latencies) =
+                    (rows.int(MOE_TP_SIZE)?, rows.int(MOE_EP_SIZE)?, rows.float(Col::LATENCY)?);
                 for i in 0..rows.len() {
                     if names.len() >= usize::from(u16::MAX) {
-                        return Err(rows.error(i, "too many distinct moe_dtype / distribution names"));
+                        return Err(rows.error(i, MOE_DTYPE.name, "too many distinct moe_dtype / distribution names"));
                     }
-                    let dtype = intern(&mut names, rows.req_text(0, i)?);
-                    let distribution = intern(&mut names, rows.req_text(8, i)?);
+                    let dtype = intern(&mut names, dtypes.req(i)?);
+                    let distribution = intern(&mut names, distributions.req(i)?);
                     let slice = Slice {
                         dtype,
                         distribution,
-                        topk: rows.req_int(4, i)?,
-                        experts: rows.req_int(5, i)?,
-                        hidden: rows.req_int(2, i)?,
-                        inter: rows.req_int(3, i)?,
-                        moe_tp: rows.req_int(6, i)?,
-                        moe_ep: rows.req_int(7, i)?,
+                        topk: topks.req(i)?,
+                        experts: experts.req(i)?,
+                        hidden: hiddens.req(i)?,
+                        inter: inters.req(i)?,
+                        moe_tp: moe_tps.req(i)?,
+                        moe_ep: moe_eps.req(i)?,
                     };
                     let kernel =
-                        if rows.text(9, i)? == Some(LOW_LATENCY_KERNEL) { &mut low_latency } else { &mut default };
+                        if kernels.get(i)? == Some(LOW_LATENCY_KERNEL) { &mut low_latency } else { &mut default };
                     if !kernel.distributions.contains(&(dtype, distribution)) {
                         kernel.distributions.push((dtype, distribution));
                     }
-                    let (tokens, latency) = (rows.req_int(1, i)?, rows.req_float(10, i)?);
+                    let (tokens, latency) = (tokens.req(i)?, latencies.req(i)?);
                     if kernel.slices.entry(slice).or_default().insert([tokens], latency) {
                         added += 1;
                     }
@@ -165,9 +189,10 @@ impl MoeTable {
     }
 
     /// The latency of the fused experts for `q.num_tokens` tokens.
-    pub fn query(&self, q: &MoeQuery) -> Result<(f64, GridPath), KernelMiss> {
+    pub fn query(&self, query: &MoeQuery) -> Result<(f64, GridPath), KernelMiss> {
+        let (q, num_tokens) = (&query.shape, query.num_tokens);
         let miss = |reason: String| KernelMiss::new(&self.db, MOE_FILE.file, reason);
-        let kernel = if q.low_latency { &self.low_latency } else { &self.default };
+        let kernel = if query.low_latency { &self.low_latency } else { &self.default };
         let describe = || {
             format!(
                 "quant={}, distribution={}, topk={}, num_experts={}, hidden_size={}, inter_size={}, \
@@ -194,11 +219,10 @@ impl MoeTable {
         };
         let grid = kernel.slices.get(&slice).ok_or_else(|| miss(format!("no data for {}", describe())))?;
         if let [only] = grid.outer_keys()
-            && *only > q.num_tokens
+            && *only > num_tokens
         {
             return Err(miss(format!(
-                "only num_tokens={only} collected, above the query's {} ({})",
-                q.num_tokens,
+                "only num_tokens={only} collected, above the query's {num_tokens} ({})",
                 describe()
             )));
         }
@@ -217,7 +241,7 @@ impl MoeTable {
                 q.gated,
             )
         };
-        grid.resolve([q.num_tokens], GridConfig::RAW, &sol_at)
-            .map_err(|m| KernelMiss::grid(&self.db, MOE_FILE.file, m, &format!("{{'num_tokens': {}}}", q.num_tokens)))
+        grid.resolve([num_tokens], GridConfig::RAW, &sol_at)
+            .map_err(|m| KernelMiss::grid(&self.db, MOE_FILE.file, m, &format!("{{'num_tokens': {num_tokens}}}")))
     }
 }

@@ -1,5 +1,5 @@
 //! NCCL collectives: `[nccl_dtype][op_name][num_gpus][message_size]` from
-//! `comm/nccl/<nccl_version>/` (spec 4.4), the NCCL version coming from the
+//! `comm/nccl/<nccl_version>/` (docs/spec 4.4), the NCCL version coming from the
 //! system YAML's `misc.nccl_version`. Primary file only. A query uses the
 //! slice of `min(g, largest collected num_gpus)` (7.1).
 
@@ -26,13 +26,11 @@ pub struct NcclTable {
     sol: OpSol,
 }
 
-const COLUMNS: [Col; 5] = [
-    Col::text("nccl_dtype"),
-    Col::text("op_name"),
-    Col::int("num_gpus"),
-    Col::int("message_size"),
-    Col::float("latency"),
-];
+const NCCL_DTYPE: Col = Col::text("nccl_dtype");
+const OP_NAME: Col = Col::text("op_name");
+const NUM_GPUS: Col = Col::int("num_gpus");
+const MESSAGE_SIZE: Col = Col::int("message_size");
+const COLUMNS: [Col; 5] = [NCCL_DTYPE, OP_NAME, NUM_GPUS, MESSAGE_SIZE, Col::LATENCY];
 
 impl NcclTable {
     /// Loads `system`'s NCCL table of the version its YAML names.
@@ -47,8 +45,11 @@ impl NcclTable {
         for source in &mut sources {
             let mut added = 0usize;
             scan(tree, &source.path, &COLUMNS, |rows| {
+                let (dtypes, ops) = (rows.text(NCCL_DTYPE)?, rows.text(OP_NAME)?);
+                let (gpus, sizes, latencies) =
+                    (rows.int(NUM_GPUS)?, rows.int(MESSAGE_SIZE)?, rows.float(Col::LATENCY)?);
                 for i in 0..rows.len() {
-                    let (dtype, op) = (rows.req_text(0, i)?, rows.req_text(1, i)?);
+                    let (dtype, op) = (dtypes.req(i)?, ops.req(i)?);
                     let id = match names.iter().position(|(d, o)| d == dtype && o == op) {
                         Some(id) => id,
                         None => {
@@ -57,7 +58,7 @@ impl NcclTable {
                             names.len() - 1
                         }
                     };
-                    let (gpus, size, latency) = (rows.req_int(2, i)?, rows.req_int(3, i)?, rows.req_float(4, i)?);
+                    let (gpus, size, latency) = (gpus.req(i)?, sizes.req(i)?, latencies.req(i)?);
                     if slices[id].entry(gpus).or_default().insert([size], latency) {
                         added += 1;
                     }

@@ -1,17 +1,17 @@
-//! Evaluating one op of a step against a database (spec section 8): the
+//! Evaluating one op of a step against a database (docs/spec section 8): the
 //! tables it reads are loaded on first use (a step that never reaches an op
 //! never needs its table), then shared process-wide.
 
 use std::sync::Arc;
 
 use crate::discovery::DataTree;
-use crate::error::TablesError;
+use crate::error::{ErrorClass, TablesError};
 use crate::gemm::GemmTable;
 use crate::grid::GridPath;
 use crate::kernels::cache;
 use crate::kernels::{
     AllReduceTable, ContextAttentionTable, CtxAttnQuery, GenAttnQuery, GenerationAttentionTable, KernelMiss, MoeQuery,
-    MoeTable, NcclTable,
+    MoeShape, MoeTable, NcclTable,
 };
 use crate::modes::MoeQuant;
 use crate::op_sol::OpSol;
@@ -87,12 +87,16 @@ pub(crate) struct At<'n> {
     pub s: i64,
 }
 
-/// A table that does not exist for the database makes the op's lookup
-/// miss; any other load failure is a data error.
+/// A table the database does not have makes the op's lookup miss (the
+/// database itself was checked when the step was set up, so a table not
+/// found for it is a gap in its data); a corrupt file or a bug is an error.
 fn load_failure(e: TablesError, op: &dyn Fn() -> String, lookup: Lookup) -> StepError {
-    match e {
-        TablesError::InvalidInput(message) => StepError::Miss { op: op(), lookup: Some(Box::new(lookup)), message },
-        other => StepError::Data(other),
+    match e.class() {
+        ErrorClass::Miss | ErrorClass::NotFound => {
+            StepError::Miss { op: op(), lookup: Some(Box::new(lookup)), message: e.to_string() }
+        }
+        ErrorClass::Invalid => StepError::Input(e.to_string()),
+        ErrorClass::Corrupt | ErrorClass::Internal => StepError::Data(e),
     }
 }
 
@@ -218,7 +222,7 @@ impl<'a> Tables<'a> {
                 };
                 let table = self.context_attention().map_err(|e| load_failure(e, at.name, lookup))?;
                 let (a, path) = table.query(&q).map_err(|m| kernel_miss(m, at.name, lookup))?;
-                // Extras per token (spec 8.2), in the SDK's order of operations.
+                // Extras per token (docs/spec 8.2), in the SDK's order of operations.
                 let mem = |bytes: i64| self.sol.mem_op(bytes);
                 let (q_num, k_num, v_num) = (n * head_dim, n_kv * head_dim, n_kv * head_dim);
                 let mut extra = 0.0;
@@ -250,9 +254,7 @@ impl<'a> Tables<'a> {
             }
             OpSpec::AllReduce { tp, hidden } => self.all_reduce(tp, x * hidden, at)?,
             OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, .. } => self.all_reduce(moe_tp * moe_ep, x * hidden, at)?,
-            OpSpec::Moe { hidden, inter, topk, experts, moe_tp, moe_ep, quant, gated, distribution } => {
-                self.moe(x, hidden, inter, topk, experts, moe_tp, moe_ep, quant, gated, distribution, at)?
-            }
+            OpSpec::Moe(shape) => self.moe(x, shape, at)?,
         })
     }
 
@@ -279,7 +281,7 @@ impl<'a> Tables<'a> {
     }
 
     /// The tensor-parallel all-reduce of `size` elements over `tp` GPUs
-    /// (spec 8.4): free for one GPU, NCCL on 72-GPU nodes beyond 4, else the
+    /// (docs/spec 8.4): free for one GPU, NCCL on 72-GPU nodes beyond 4, else the
     /// custom kernel's table.
     fn all_reduce(&mut self, tp: i64, size: i64, at: At) -> Result<OpValue, StepError> {
         if tp <= 1 {
@@ -304,53 +306,16 @@ impl<'a> Tables<'a> {
         Ok(OpValue { per_app: latency, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon" })
     }
 
-    /// The fused experts for `tokens` tokens (spec 10.3).
-    #[allow(clippy::too_many_arguments)]
-    pub fn moe(
-        &mut self,
-        tokens: i64,
-        hidden: i64,
-        inter: i64,
-        topk: i64,
-        experts: i64,
-        moe_tp: i64,
-        moe_ep: i64,
-        quant: MoeQuant,
-        gated: bool,
-        distribution: &'static str,
-        at: At,
-    ) -> Result<OpValue, StepError> {
-        let lookup = Lookup::Moe {
-            num_tokens: tokens,
-            hidden,
-            inter,
-            topk,
-            experts,
-            moe_tp,
-            moe_ep,
-            quant,
-            distribution,
-            gated,
-        };
+    /// The fused experts for `tokens` tokens (docs/spec 10.3).
+    pub fn moe(&mut self, tokens: i64, shape: MoeShape, at: At) -> Result<OpValue, StepError> {
+        let lookup = Lookup::Moe { num_tokens: tokens, shape };
         let table = self.moe_table().map_err(|e| load_failure(e, at.name, lookup))?;
         let low_latency = self.backend == "trtllm"
-            && quant == MoeQuant::Nvfp4
-            && gated
+            && shape.quant == MoeQuant::Nvfp4
+            && shape.gated
             && tokens <= 128
-            && table.has_low_latency(quant);
-        let q = MoeQuery {
-            num_tokens: tokens,
-            hidden,
-            inter,
-            topk,
-            experts,
-            moe_tp,
-            moe_ep,
-            quant,
-            distribution,
-            gated,
-            low_latency,
-        };
+            && table.has_low_latency(shape.quant);
+        let q = MoeQuery { num_tokens: tokens, shape, low_latency };
         let (latency, path) = table.query(&q).map_err(|m| kernel_miss(m, at.name, lookup))?;
         Ok(OpValue { per_app: latency, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon" })
     }

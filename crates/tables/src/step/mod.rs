@@ -1,4 +1,4 @@
-//! The engine step (spec sections 1, 9): the latency of one static prefill
+//! The engine step (docs/spec sections 1, 9): the latency of one static prefill
 //! step (TTFT) or one decode step (TPOT) of a model on a database, summed
 //! from its op list in the SDK's order so the totals are bit-identical.
 //!
@@ -14,6 +14,8 @@ mod quants;
 mod types;
 
 use crate::discovery::DataTree;
+use crate::kernels::MoeShape;
+use crate::limits::{self, MAX_BATCH, MAX_ISL, MAX_OSL, MAX_PARALLEL, MAX_TOKENS};
 use crate::step::eval::{At, Tables};
 use crate::step::model::{Family, ModelDesc, Parallel, model_config};
 use crate::step::ops::{Op, op_list};
@@ -27,9 +29,6 @@ pub const GEN_STRIDE: u32 = 32;
 /// Ops a list can hold (LLAMA has 14, MOE 13).
 const MAX_OPS: usize = 32;
 
-/// Largest `batch * isl` accepted (2^32).
-const MAX_TOKENS: u64 = 1 << 32;
-
 /// The shape of one step: parallelism, batch and sequence lengths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StepShape {
@@ -39,6 +38,29 @@ pub struct StepShape {
     pub osl: u32,
     pub moe_tp: Option<u32>,
     pub moe_ep: Option<u32>,
+}
+
+impl StepShape {
+    /// Errors for a zero batch or isl and for anything beyond [`limits`].
+    fn check(&self) -> Result<(), StepError> {
+        for (value, name) in [(self.batch, "batch"), (self.isl, "isl")] {
+            if value == 0 {
+                return Err(StepError::input(format!("{name} must be at least 1")));
+            }
+        }
+        let parallel = [("tp", Some(self.tp)), ("moe_tp", self.moe_tp), ("moe_ep", self.moe_ep)];
+        let degrees = parallel.iter().filter_map(|&(name, v)| Some((name, u64::from(v?), u64::from(MAX_PARALLEL))));
+        [
+            ("batch", u64::from(self.batch), u64::from(MAX_BATCH)),
+            ("isl", u64::from(self.isl), u64::from(MAX_ISL)),
+            ("osl", u64::from(self.osl), u64::from(MAX_OSL)),
+            ("batch * isl", u64::from(self.batch) * u64::from(self.isl), MAX_TOKENS),
+        ]
+        .into_iter()
+        .chain(degrees)
+        .try_for_each(|(name, value, limit)| limits::check(name, value, limit))
+        .map_err(StepError::Input)
+    }
 }
 
 impl StepQuery {
@@ -108,18 +130,7 @@ impl<'a> StepModel<'a> {
 
     /// Index of the op list for (phase, parallelism), building it on first use.
     fn prepare(&mut self, phase: Phase, shape: &StepShape) -> Result<usize, StepError> {
-        for (value, name) in [(shape.batch, "batch"), (shape.isl, "isl")] {
-            if value == 0 {
-                return Err(StepError::input(format!("{name} must be at least 1")));
-            }
-        }
-        // Keeps every byte count the ops form (tokens * width * 2) inside i64.
-        if u64::from(shape.batch) * u64::from(shape.isl) > MAX_TOKENS {
-            return Err(StepError::input(format!(
-                "batch {} * isl {} exceeds {MAX_TOKENS} tokens per step",
-                shape.batch, shape.isl
-            )));
-        }
+        shape.check()?;
         let key = (phase, shape.tp, shape.moe_tp, shape.moe_ep);
         if let Some(i) = self.prepared.iter().position(|p| p.key == key) {
             return Ok(i);
@@ -144,7 +155,7 @@ impl<'a> StepModel<'a> {
     }
 }
 
-/// Llama-4 (spec 10.4): its builder is not reproduced. The spec's databases
+/// Llama-4 (docs/spec 10.4): its builder is not reproduced. The spec's databases
 /// raise at its first MoE lookup; do the same when that lookup misses,
 /// otherwise refuse the architecture rather than estimate it wrongly.
 fn hybrid_moe(
@@ -162,19 +173,18 @@ fn hybrid_moe(
         Phase::Generation => i64::from(shape.batch),
     };
     let at = At { name: &name, x: tokens, batch: i64::from(shape.batch), s: i64::from(shape.isl) };
-    let probe = tables.moe(
-        tokens,
-        desc.hidden,
-        desc.moe_inter,
-        desc.topk,
-        desc.experts,
-        par.moe_tp,
-        par.moe_ep,
-        quants.moe,
-        true,
-        desc.distribution,
-        at,
-    );
+    let shape = MoeShape {
+        hidden: desc.hidden,
+        inter: desc.moe_inter,
+        topk: desc.topk,
+        experts: desc.experts,
+        moe_tp: par.moe_tp,
+        moe_ep: par.moe_ep,
+        quant: quants.moe,
+        distribution: desc.distribution,
+        gated: true,
+    };
+    let probe = tables.moe(tokens, shape, at);
     match probe {
         Err(e) => e,
         Ok(_) => StepError::input(format!(
@@ -214,7 +224,7 @@ fn quant_label(op: &Op) -> String {
         OpSpec::GenerationAttention { kv, .. } => format!("kv={kv}"),
         OpSpec::AllReduce { .. } => Quants::COMM.into(),
         OpSpec::P2P => String::new(),
-        OpSpec::Moe { quant, .. } | OpSpec::MoeDispatch { quant, .. } => quant.name().into(),
+        OpSpec::Moe(MoeShape { quant, .. }) | OpSpec::MoeDispatch { quant, .. } => quant.name().into(),
     }
 }
 
@@ -265,7 +275,7 @@ fn run<S: Sink>(
         }
         Phase::Generation => {
             // acc[op] += step_value * repeat over the samples in order, then
-            // the per-op sums in list order (spec 9.3).
+            // the per-op sums in list order (docs/spec 9.3).
             let mut acc = [0.0f64; MAX_OPS];
             let decode_steps = q.osl.saturating_sub(1);
             for i in (0..decode_steps).step_by(GEN_STRIDE as usize) {
@@ -312,7 +322,7 @@ fn run<S: Sink>(
     }
 }
 
-/// The engine step with every op's row (spec 13's row layout).
+/// The engine step with every op's row (docs/spec 13's row layout).
 pub fn engine_step(tree: &DataTree, q: &StepQuery) -> Result<StepReport, StepError> {
     StepModel::new(tree, &q.model, &q.system, &q.backend, &q.version, q.shared_layer)?.report(q.phase, &q.shape())
 }
@@ -382,7 +392,7 @@ mod tests {
         assert!(err.contains("unsupported architecture DeepseekV3ForCausalLM"), "{err}");
     }
 
-    /// Llama-4-Scout on h200 vLLM 0.19.0 fails at its first MoE lookup (spec 10.4).
+    /// Llama-4-Scout on h200 vLLM 0.19.0 fails at its first MoE lookup (docs/spec 10.4).
     #[test]
     fn llama4_fails_at_the_moe_lookup() {
         let tree = crate::test_data::tree();

@@ -1,10 +1,11 @@
-//! The model as the engine step sees it (spec section 2, 10.1): dimensions
+//! The model as the engine step sees it (docs/spec section 2, 10.1): dimensions
 //! from the HF config, the family that decides the op list, and the
 //! per-GPU split for a tensor-parallel size.
 
 use std::sync::Arc;
 
 use crate::discovery::DataTree;
+use crate::error::TablesError;
 use crate::kernels::cache;
 use crate::model::{ModelConfig, read_model_config};
 use crate::step::types::StepError;
@@ -14,7 +15,7 @@ use crate::step::types::StepError;
 pub(crate) enum Family {
     Llama,
     Moe,
-    /// Llama-4: only its MoE availability is checked (spec 10.4).
+    /// Llama-4: only its MoE availability is checked (docs/spec 10.4).
     HybridMoe,
 }
 
@@ -70,7 +71,7 @@ impl ModelDesc {
         };
         let need = |value: Option<i64>, field: &str| {
             value.filter(|&v| v > 0).ok_or_else(|| {
-                StepError::input(format!("{}: `{field}` must be a positive integer", cfg.path.display()))
+                StepError::Data(TablesError::document(&cfg.path, format!("`{field}` must be a positive integer")))
             })
         };
         let heads = need(cfg.num_attention_heads, "num_attention_heads")?;

@@ -1,6 +1,7 @@
-//! The op lists of the LLAMA and MOE families (spec 6, 10.2): which ops a
+//! The op lists of the LLAMA and MOE families (docs/spec 6, 10.2): which ops a
 //! step runs, in which order, how often, with which shapes.
 
+use crate::kernels::MoeShape;
 use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
 use crate::quant::GemmQuant;
 use crate::step::model::{Family, ModelDesc, Parallel};
@@ -49,17 +50,7 @@ pub(crate) enum OpSpec {
     },
     /// Pipeline hand-off; `pp = 1` makes it 0.
     P2P,
-    Moe {
-        hidden: i64,
-        inter: i64,
-        topk: i64,
-        experts: i64,
-        moe_tp: i64,
-        moe_ep: i64,
-        quant: MoeQuant,
-        gated: bool,
-        distribution: &'static str,
-    },
+    Moe(MoeShape),
     /// Tensor-parallel exchange around the experts (an all-reduce at attention_dp = 1).
     MoeDispatch {
         hidden: i64,
@@ -154,7 +145,7 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
                     "moe",
                     OpKind::MoE,
                     l,
-                    OpSpec::Moe {
+                    OpSpec::Moe(MoeShape {
                         hidden: h,
                         inter: model.moe_inter,
                         topk: model.topk,
@@ -164,7 +155,7 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
                         quant,
                         gated: true,
                         distribution: model.distribution,
-                    },
+                    }),
                 ),
                 op("moe_post_dispatch", OpKind::MoEDispatch, l, dispatch),
             ]);

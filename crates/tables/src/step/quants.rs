@@ -1,4 +1,4 @@
-//! Quant modes of a step (spec 3): inferred from the checkpoint, then the
+//! Quant modes of a step (docs/spec 3): inferred from the checkpoint, then the
 //! FMHA guards, in the spec's order.
 
 use crate::kernels::ContextAttentionTable;

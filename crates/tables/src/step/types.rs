@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use crate::error::TablesError;
+use crate::error::{ErrorClass, TablesError};
+use crate::kernels::MoeShape;
 use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
 use crate::quant::GemmQuant;
 
@@ -45,7 +46,7 @@ pub struct StepQuery {
     /// Dense models ignore both.
     pub moe_tp: Option<u32>,
     pub moe_ep: Option<u32>,
-    /// Union the database's tables with older versions (spec 4.2; on by default upstream).
+    /// Union the database's tables with older versions (docs/spec 4.2; on by default upstream).
     pub shared_layer: bool,
 }
 
@@ -136,15 +137,7 @@ pub enum Lookup {
     },
     Moe {
         num_tokens: i64,
-        hidden: i64,
-        inter: i64,
-        topk: i64,
-        experts: i64,
-        moe_tp: i64,
-        moe_ep: i64,
-        quant: MoeQuant,
-        distribution: &'static str,
-        gated: bool,
+        shape: MoeShape,
     },
 }
 
@@ -186,7 +179,10 @@ impl Lookup {
             ),
             Lookup::CustomAllReduce { tp, size } => format!(r#"{{"args": ["half", {tp}, {size}], "kwargs": {{}}}}"#),
             Lookup::Nccl { g, op, size } => format!(r#"{{"args": ["half", {g}, "{op}", {size}], "kwargs": {{}}}}"#),
-            Lookup::Moe { num_tokens, hidden, inter, topk, experts, moe_tp, moe_ep, quant, distribution, gated } => {
+            Lookup::Moe {
+                num_tokens,
+                shape: MoeShape { hidden, inter, topk, experts, moe_tp, moe_ep, quant, distribution, gated },
+            } => {
                 format!(
                     r#"{{"args": [], "kwargs": {{"num_tokens": {num_tokens}, "hidden_size": {hidden}, "inter_size": {inter}, "topk": {topk}, "num_experts": {experts}, "moe_tp_size": {moe_tp}, "moe_ep_size": {moe_ep}, "quant_mode": "{quant}", "workload_distribution": "{distribution}", "is_context": true, "moe_backend": null, "is_gated": {gated}, "enable_eplb": false}}}}"#
                 )
@@ -262,9 +258,11 @@ pub enum StepError {
     /// A perf-table lookup of an op found no data (the spec raises
     /// `PerfDataNotAvailableError`): never a silently smaller total.
     Miss { op: String, lookup: Option<Box<Lookup>>, message: String },
-    /// The query names something that does not exist or is not supported.
+    /// The query names something that is not mounted, gives an invalid
+    /// value, or asks for what the spec refuses (an unsupported architecture).
     Input(String),
-    /// The data could not be read.
+    /// The data could not be read or is corrupt, or aicsql has a bug:
+    /// always an error, never a NULL.
     Data(TablesError),
 }
 
@@ -298,11 +296,15 @@ impl std::error::Error for StepError {
     }
 }
 
+/// A failure to set up a step (its model, its database): names that match
+/// nothing and invalid values are the query's fault; a database without the
+/// tables every step needs cannot run steps at all; corrupt data and bugs
+/// stay what they are.
 impl From<TablesError> for StepError {
     fn from(e: TablesError) -> Self {
-        match e {
-            TablesError::InvalidInput(message) => StepError::Input(message),
-            other => StepError::Data(other),
+        match e.class() {
+            ErrorClass::NotFound | ErrorClass::Invalid | ErrorClass::Miss => StepError::Input(e.to_string()),
+            ErrorClass::Corrupt | ErrorClass::Internal => StepError::Data(e),
         }
     }
 }

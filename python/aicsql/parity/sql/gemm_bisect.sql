@@ -21,7 +21,7 @@
 --   'tie: same distance, different site order'
 --                                            the two paths rank equal-distance sites
 --                                            differently: the spec keeps site order
---                                            (first appearance in the table), ENGINE_STEP_SPEC 11.4
+--                                            (first appearance in the table), docs/spec 11.4
 --   'different ranking'                      different sites, different distances, and each
 --                                            side's site is a candidate on the other side too
 --   'different candidate set'                a site one side considers is not in the other's trace

@@ -9,7 +9,7 @@
 -- Register the result as `parity_queries` and run gemm_parity.sql over it
 -- (`python -m aicsql.parity --scan gemm-models` does both, in chunks).
 --
--- Shapes, per rank (ENGINE_STEP_SPEC.md sections 2, 6 and 10; integer
+-- Shapes, per rank (docs/spec/engine_step.md sections 2, 6 and 10; integer
 -- division is floor division, all operands are positive):
 --   qkv        n = H*d/tp + 2*d*ceil(Hkv/tp)   k = h
 --   proj       n = h                           k = H*d/tp

@@ -1,5 +1,5 @@
 """aicsql.spec.kernels -- the perf tables an engine step reads, and their
-resolvers, restated from the spec (ENGINE_STEP_SPEC.md sections 4, 5, 7, 8).
+resolvers, restated from the spec (docs/spec/engine_step.md sections 4, 5, 7, 8).
 
 * `sources`   -- table files of every (system, backend, version) and the
   source union (generalising the GEMM path's `gemm_sources`);

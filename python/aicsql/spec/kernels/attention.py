@@ -1,4 +1,4 @@
-"""Context and generation attention tables and their queries (spec 4.4,
+"""Context and generation attention tables and their queries (docs/spec 4.4,
 5.3, 5.4, 7.1, 8.2, 8.3, 11.3).
 
 Context attention
@@ -70,7 +70,7 @@ class ContextAttentionTable:
         self._lock = threading.Lock()
 
     def attn_dtypes_for_kv(self, kv: str) -> List[str]:
-        """The attn_dtype values having rows under kv cache dtype `kv` (the FMHA guard, spec 3.2)."""
+        """The attn_dtype values having rows under kv cache dtype `kv` (the FMHA guard, docs/spec 3.2)."""
         return [attn for attn, by_kv in self.root.items() if kv in by_kv]
 
     def _grid(self, q_f: QuantMode, q_kv: QuantMode, kv_key: int, d: int, w: int) -> Optional[Grid]:
@@ -104,7 +104,7 @@ class ContextAttentionTable:
     def query(
         self, b: int, s: int, prefix: int, n: int, n_kv: int, q_kv: QuantMode, q_f: QuantMode, d: int, w: int = 0
     ) -> Tuple[float, str]:
-        """(latency ms, interp path) of the FMHA itself (spec 8.2 step 1)."""
+        """(latency ms, interp path) of the FMHA itself (docs/spec 8.2 step 1)."""
         full = s + prefix
         grid = self._grid(q_f, q_kv, _kv_key(n, n_kv), d, w)
         try:
@@ -192,7 +192,7 @@ class GenerationAttentionTable:
 
     @staticmethod
     def sample_points(s: int) -> List[int]:
-        """The five sequence lengths averaged for decode step s (spec 8.3, 11.11)."""
+        """The five sequence lengths averaged for decode step s (docs/spec 8.3, 11.11)."""
         s_min = max(1, int(s * 0.9))
         s_max = max(s_min, int(s * 1.1))
         return [s_min + (s_max - s_min) * j // 4 for j in range(5)]

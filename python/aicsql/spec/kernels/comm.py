@@ -1,4 +1,4 @@
-"""Custom all-reduce and NCCL tables and queries (spec 4.4, 5.6, 5.7, 7.1, 8.4, 11.2).
+"""Custom all-reduce and NCCL tables and queries (docs/spec 4.4, 5.6, 5.7, 7.1, 8.4, 11.2).
 
 Custom all-reduce
     The requested version's own file only (comm tables take no part in the
@@ -123,7 +123,7 @@ class CustomAllReduceTable:
 
     def query(self, tp: int, size: int) -> Tuple[float, Optional[str]]:
         """(latency ms, interp path) of one all-reduce of `size` elements over tp
-        GPUs (spec 8.4); tp = 1 is free and does no lookup (path None)."""
+        GPUs (docs/spec 8.4); tp = 1 is free and does no lookup (path None)."""
         if tp == 1:
             return 0.0, None
         system = self.system

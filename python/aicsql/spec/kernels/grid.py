@@ -69,7 +69,7 @@ class OutOfRange(GridMiss):
 
 def insert_first_wins(root: dict, keys: Sequence, value) -> None:
     """Insert `value` at the nested path `keys`; a key already present keeps
-    its first value (spec 11.1). Dicts keep first-appearance order."""
+    its first value (docs/spec 11.1). Dicts keep first-appearance order."""
     node = root
     for k in keys[:-1]:
         child = node.get(k)

@@ -1,4 +1,4 @@
-"""The MoE table and its query (spec 4.4, 5.8, 10.3, 11.7).
+"""The MoE table and its query (docs/spec 4.4, 5.8, 10.3, 11.7).
 
 ``[moe_dtype][distribution][topk][num_experts][hidden_size][inter_size][moe_tp][moe_ep][num_tokens]``,
 source union, first-wins, no SOL clamp. Rows with ``kernel_source ==

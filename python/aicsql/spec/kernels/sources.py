@@ -1,5 +1,5 @@
 """Where a perf table's rows come from: file discovery and the source union
-(spec 4.1, 4.2, 11.10), for every table the engine step reads.
+(docs/spec 4.1, 4.2, 11.10), for every table the engine step reads.
 
 This generalises ``aicsql.spec.gemm.gemm_sources`` (which stays the GEMM
 path's own, unchanged) from ``gemm_perf.parquet`` to any table file:
@@ -18,7 +18,7 @@ path's own, unchanged) from ``gemm_perf.parquet`` to any table file:
   ``status: partial``. Comm tables (custom all-reduce, NCCL) never take part:
   primary file only.
 
-The cross-backend channel (spec 4.2 item 4) adds nothing for the published
+The cross-backend channel (docs/spec 4.2 item 4) adds nothing for the published
 data (no manifest entry lists two frameworks for these tables); should one
 appear, loading refuses rather than silently differing from the spec.
 """
@@ -34,7 +34,7 @@ from ..data import Database, DataTree
 
 __all__ = ["TableFile", "TableIndex", "table_index", "table_sources", "NO_UNION_TABLES"]
 
-# Tables that never take part in the union (spec 4.2: "Comm-family tables
+# Tables that never take part in the union (docs/spec 4.2: "Comm-family tables
 # (custom all-reduce) and NCCL never take part in the union").
 NO_UNION_TABLES = frozenset({"custom_allreduce_perf.parquet", "nccl_perf.parquet"})
 
@@ -145,7 +145,7 @@ def _is_partial(tree: DataTree, f: TableFile) -> bool:
     return isinstance(table, dict) and table.get("status") == "partial"
 
 
-# The family directory of each table the engine step reads (spec 4.1): a
+# The family directory of each table the engine step reads (docs/spec 4.1): a
 # family-layout reuse.yaml speaks for its own family's tables.
 FAMILIES = {
     "gemm_perf.parquet": "gemm",
@@ -188,7 +188,7 @@ def _check_cross_backend(tree: DataTree, db: Database, name: str) -> None:
 
 
 def table_sources(tree: DataTree, db: Database, name: str, shared_layer: bool = True) -> List[TableFile]:
-    """The files of a database's table `name`, in priority order (spec 4.2).
+    """The files of a database's table `name`, in priority order (docs/spec 4.2).
 
     Empty when no admitted version holds the file. Without the requested
     version's own file the union is what the older versions offer (the
@@ -228,7 +228,7 @@ def read_columns(path: str, columns: List[str], defaults: Optional[Dict[str, obj
     """The named columns of a table file as Python lists (file row order).
 
     A column listed in `defaults` may be absent from the file; it then reads
-    as that default on every row (e.g. ``window_size`` -> 0, spec 4.4). The
+    as that default on every row (e.g. ``window_size`` -> 0, docs/spec 4.4). The
     parquet table is read once per process."""
     import pyarrow.parquet as pq
 

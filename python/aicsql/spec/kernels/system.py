@@ -1,5 +1,5 @@
 """System constants and the speed-of-light formulas of the engine step
-(spec sections 5.1 and 5.3 - 5.9).
+(docs/spec sections 5.1 and 5.3 - 5.9).
 
 Every formula is written the way the spec writes it, operand for operand and
 left to right: the yaml's integers stay Python ``int`` so ``2*b*n*d*2*kv_len
@@ -24,7 +24,7 @@ Number = Union[int, float]
 
 
 class StepSystem:
-    """The fields of ``systems/<system>.yaml`` the engine step reads (spec 5)."""
+    """The fields of ``systems/<system>.yaml`` the engine step reads (docs/spec 5)."""
 
     def __init__(self, name: str, doc: dict, path: Optional[str] = None):
         self.name = name
@@ -48,7 +48,7 @@ class StepSystem:
         self.num_gpus_per_rack = node.get("num_gpus_per_rack", math.inf)  # optional, default infinity
         self.intra_node_bw = need(node, "node", "intra_node_bw")
         self.inter_node_bw = need(node, "node", "inter_node_bw")
-        # Optional; falls back to the inter-node bandwidth (spec 5.1).
+        # Optional; falls back to the inter-node bandwidth (docs/spec 5.1).
         self.inter_rack_bw = node.get("inter_rack_bw", self.inter_node_bw)
         self.p2p_latency = node.get("p2p_latency")
         self.nccl_version = misc.get("nccl_version")

@@ -1,5 +1,5 @@
 """aicsql.spec.step -- the engine-step estimator of the spec
-(ENGINE_STEP_SPEC.md sections 1-3, 6, 9, 10): one static context (prefill)
+(docs/spec/engine_step.md sections 1-3, 6, 9, 10): one static context (prefill)
 or generation (decode) step of a dense LLAMA-family or classic MoE model,
 op by op, on the tables of `aicsql.spec.kernels` and the GEMM path.
 

@@ -1,4 +1,4 @@
-"""Assembling a static context or generation step (spec 1, 3.2, 9, 10.1, 11.9).
+"""Assembling a static context or generation step (docs/spec 1, 3.2, 9, 10.1, 11.9).
 
 Context (static_ctx)
     every op once with ``x = B * isl`` tokens -- except ops whose name
@@ -27,6 +27,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..data import Database, DataTree
 from ..kernels import Kernels, PerfMiss, kernels_for
+from ..limits import check_step
 from .model import HYBRIDMOE, ModelSpec, check_gemm_quant, load_model
 from .ops import Call, Op, OpValue, Parallel, build_ops, first_moe_lookup
 
@@ -67,7 +68,7 @@ class PhaseQuants(NamedTuple):
 
 
 def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep) -> Parallel:
-    """Validate tp against the model and resolve the MoE layout (spec 2, 10.1)."""
+    """Validate tp against the model and resolve the MoE layout (docs/spec 2, 10.1)."""
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise ValueError(f"tp = {tp!r} must be a positive integer")
     if model.heads % tp != 0:
@@ -186,6 +187,7 @@ class StepContext:
         _check_positive("batch", batch)
         _check_positive("isl", isl)
         _check_positive("osl", osl)
+        check_step(tp, batch, isl, osl, moe_tp, moe_ep)
         par = resolve_parallel(self.model, self.db.backend, tp, moe_tp, moe_ep)
         prefix = 0
         if phase == "context":

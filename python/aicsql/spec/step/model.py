@@ -1,4 +1,4 @@
-"""The model description and its checkpoint quantisation (spec sections 2 and 3.1).
+"""The model description and its checkpoint quantisation (docs/spec sections 2 and 3.1).
 
 A model is named like the SDK names it (``Qwen/Qwen3-32B-FP8``) and read from
 ``model_configs/<org>--<name>_config.json`` in the best-ranked data root that
@@ -48,7 +48,7 @@ ARCHITECTURES: Dict[str, str] = {
 }
 QK_NORM_ARCHITECTURES = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiniMaxM2ForCausalLM"})
 
-# MoE workload distribution per family (spec 10.2, 10.4).
+# MoE workload distribution per family (docs/spec 10.2, 10.4).
 DISTRIBUTION = {MOE: "power_law_1.2", HYBRIDMOE: "power_law_1.01"}
 
 # The checkpoint quant algos the spec infers modes from (3.1).
@@ -262,7 +262,7 @@ def check_gemm_quant(spec: ModelSpec) -> None:
     if spec.quant.gemm == "fp8_static":
         raise ValueError(
             f"unsupported: model {spec.name!r} is an fp8_static checkpoint; its GEMMs subtract the "
-            "compute_scale / scale_matrix tables (spec 8.1), which aicsql.spec does not implement"
+            "compute_scale / scale_matrix tables (docs/spec 8.1), which aicsql.spec does not implement"
         )
     if spec.quant.gemm not in GEMM_QUANTS:
         raise ValueError(f"unsupported GEMM quant mode {spec.quant.gemm!r} of model {spec.name!r}")

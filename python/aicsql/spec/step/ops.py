@@ -1,4 +1,4 @@
-"""The ops of a step and what one application of each costs (spec 6, 8, 10).
+"""The ops of a step and what one application of each costs (docs/spec 6, 8, 10).
 
 Every op has a *count* (a multiplier, usually the layer count L) and its
 query returns ``count * per_application_latency``. `build_ops` lists a
@@ -27,7 +27,7 @@ ACT = "bfloat16(act)"  # the quant label of elementwise / embedding ops (2-byte 
 
 
 class Call(NamedTuple):
-    """The arguments a step passes to every op (spec 9)."""
+    """The arguments a step passes to every op (docs/spec 9)."""
 
     x: int  # tokens
     batch_size: int
@@ -94,7 +94,7 @@ class Op:
 
 
 class Embedding(Op):
-    """Embedding lookup: memory-bound, ``mem_op(x*h*2)`` (spec 6.1 #1)."""
+    """Embedding lookup: memory-bound, ``mem_op(x*h*2)`` (docs/spec 6.1 #1)."""
 
     kind = "Embedding"
     quant_label = ACT
@@ -155,7 +155,7 @@ class GEMM(Op):
 
 
 class ContextAttention(Op):
-    """Prefill attention: the FMHA table value plus the per-token extras (spec 8.2)."""
+    """Prefill attention: the FMHA table value plus the per-token extras (docs/spec 8.2)."""
 
     kind = "ContextAttention"
 
@@ -199,7 +199,7 @@ class ContextAttention(Op):
 
 
 class GenerationAttention(Op):
-    """Decode attention: the mean of five table lookups around s (spec 8.3); no extras."""
+    """Decode attention: the mean of five table lookups around s (docs/spec 8.3); no extras."""
 
     kind = "GenerationAttention"
 
@@ -220,7 +220,7 @@ class GenerationAttention(Op):
 
 
 class CustomAllReduce(Op):
-    """Tensor-parallel all-reduce of the ``x*h`` activations (spec 8.4)."""
+    """Tensor-parallel all-reduce of the ``x*h`` activations (docs/spec 8.4)."""
 
     kind = "CustomAllReduce"
     quant_label = "half"
@@ -257,7 +257,7 @@ class P2P(Op):
 
 
 class MoE(Op):
-    """The routed experts of one layer (spec 10.3): the MoE table at ``x * attention_dp`` tokens."""
+    """The routed experts of one layer (docs/spec 10.3): the MoE table at ``x * attention_dp`` tokens."""
 
     kind = "MoE"
 
@@ -289,7 +289,7 @@ class MoE(Op):
 
 
 class MoEDispatch(Op):
-    """Token dispatch around the experts (spec 10.3). At attention_dp = 1 on
+    """Token dispatch around the experts (docs/spec 10.3). At attention_dp = 1 on
     vllm, sglang (non-DeepEP) and trtllm it is one custom all-reduce of the
     ``x*h`` activations over ``G = moe_tp * moe_ep`` GPUs when ``attn_tp > 1``."""
 
@@ -378,7 +378,7 @@ def build_ops(model: ModelSpec, phase: str, par: Parallel, gemm: str, moe: str, 
 
 def first_moe_lookup(model: ModelSpec, phase: str, par: Parallel, moe: str) -> MoE:
     """The first MoE op of a HYBRIDMOE (Llama-4) step -- the only part of that
-    builder this port restates (spec 10.4)."""
+    builder this port restates (docs/spec 10.4)."""
     if model.family != HYBRIDMOE:
         raise ValueError("not a HYBRIDMOE model")
     p = "context_" if phase == "context" else "generation_"

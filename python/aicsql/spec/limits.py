@@ -1,0 +1,32 @@
+"""Bounds on the work of one estimate (the same documented limits as the
+Rust path). No real deployment comes near them; they keep one call in a SQL
+scan from running for minutes (a decode step costs ``osl / 32`` sampled
+steps). Beyond a limit a call raises ValueError naming the argument."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+MAX_BATCH = 65_536
+MAX_ISL = 2**24
+MAX_OSL = 2**20
+MAX_TOKENS = 2**32  # batch * isl of one context step
+MAX_PARALLEL = 4_096  # each of tp, moe_tp, moe_ep
+
+__all__ = ["MAX_BATCH", "MAX_ISL", "MAX_OSL", "MAX_TOKENS", "MAX_PARALLEL", "check_step"]
+
+
+def _check(name: str, value: int, limit: int) -> None:
+    if value > limit:
+        raise ValueError(f"{name} = {value} exceeds the limit of {limit} (aicsql bounds the work of one call)")
+
+
+def check_step(tp: int, batch: int, isl: int, osl: int, moe_tp: Optional[int], moe_ep: Optional[int]) -> None:
+    """Raises ValueError for the first argument beyond its limit."""
+    _check("batch", batch, MAX_BATCH)
+    _check("isl", isl, MAX_ISL)
+    _check("osl", osl, MAX_OSL)
+    _check("batch * isl", batch * isl, MAX_TOKENS)
+    for name, value in (("tp", tp), ("moe_tp", moe_tp), ("moe_ep", moe_ep)):
+        if value is not None:
+            _check(name, value, MAX_PARALLEL)
