@@ -177,7 +177,7 @@ fn shipped_sql_files_run() {
     }
 }
 
-/// The worked example (ENGINE_STEP_SPEC.md 12) prints the spec's TTFT and TPOT.
+/// The worked example (docs/spec/engine_step.md 12) prints the spec's TTFT and TPOT.
 #[test]
 fn engine_step_example_shows_the_worked_example() {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/engine_step.sql");
