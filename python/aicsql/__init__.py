@@ -19,8 +19,9 @@ a session that already exists).
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import datafusion
 
@@ -90,6 +91,23 @@ def _data_dirs(data: DataDirs) -> list[str]:
     return [os.fspath(d) for d in dirs]
 
 
+_LIBRARIES: Dict[Tuple[str, ...], "_internal.Library"] = {}
+_LIBRARIES_LOCK = threading.Lock()
+
+
+def _library(dirs: Sequence[str]) -> "_internal.Library":
+    """The mounted tree for ``dirs``, shared by every session registered over
+    the same directories (tables load once per process), and opened anew
+    when a directory changed since (after ``aicsql data fetch``, say), so new
+    sessions see new data while existing ones keep theirs."""
+    key = tuple(os.path.abspath(d) for d in dirs)
+    with _LIBRARIES_LOCK:
+        library = _LIBRARIES.get(key)
+        if library is None or not library.is_current():
+            library = _LIBRARIES[key] = _internal.Library(list(dirs))
+        return library
+
+
 def session_config(config: Optional[SessionConfig] = None, **settings: str) -> SessionConfig:
     """A :class:`SessionConfig` that knows the ``aic.*`` settings.
 
@@ -116,7 +134,7 @@ def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = 
     ``py_engine_step``) reading the same data.
     """
     dirs = _data_dirs(data)
-    library = _internal.Library(dirs)
+    library = _library(dirs)
     ctx.register_catalog_provider("aic", library.catalog())
     for function in library.scalar_functions():
         ctx.register_udf(ScalarUDF.from_pycapsule(function))

@@ -41,6 +41,29 @@ impl Library {
         Ok(Self { tree: Arc::new(tree) })
     }
 
+    /// Whether the mounted directories are unchanged since the tree was
+    /// opened (see `DataTree::is_current`).
+    fn is_current(&self) -> bool {
+        self.tree.is_current()
+    }
+
+    /// How many tables, systems and model configs of each kind the tree has loaded.
+    fn loaded(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        let s = self.tree.cache().stats();
+        [
+            ("gemm", s.gemm),
+            ("context_attention", s.context_attention),
+            ("generation_attention", s.generation_attention),
+            ("custom_allreduce", s.custom_allreduce),
+            ("nccl", s.nccl),
+            ("moe", s.moe),
+            ("systems", s.systems),
+            ("model_configs", s.model_configs),
+        ]
+        .into_iter()
+        .collect()
+    }
+
     /// The mounted data roots, as directories.
     fn roots(&self) -> Vec<PathBuf> {
         self.tree.roots().iter().map(|r| r.dir.clone()).collect()

@@ -245,3 +245,23 @@ def test_every_golden_config_engine_step_tables_agree_row_for_row(ctx):
         assert rust == py, args
         expected = c["ttft_ms"] if c["phase"] == "context" else c["tpot_ms"]
         assert rust[-1]["row_kind"] == "step_total" and rust[-1]["latency_ms"] == expected, args
+
+
+def test_sessions_share_one_tree_until_the_data_changes(tmp_path):
+    """Sessions over the same directories share one tree (tables load once per
+    process); after the directories change (a fetch renames a release into
+    place), new sessions get a new tree and so the new data."""
+    for release in aicsql.default_data_dir().iterdir():
+        if release.is_dir():
+            (tmp_path / release.name).symlink_to(release, target_is_directory=True)
+    first = aicsql.context(data=tmp_path)
+    first.sql(f"SELECT gemm_latency('{SEED_DB}', 'fp8_block', 1, 1280, 5120)").collect()
+    library = aicsql._library([str(tmp_path)])
+    assert library.loaded()["gemm"] == 1
+    second = aicsql.context(data=tmp_path)
+    assert aicsql._library([str(tmp_path)]) is library
+    assert rows(second, f"SELECT gemm_latency('{SEED_DB}', 'fp8_block', 1, 1280, 5120) AS v")[0]["v"] == SEED[1]
+    assert library.loaded()["gemm"] == 1  # served from the shared tree, not loaded again
+    (tmp_path / "arrived-later").mkdir()
+    fresh = aicsql._library([str(tmp_path)])
+    assert fresh is not library and fresh.loaded()["gemm"] == 0

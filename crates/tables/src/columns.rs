@@ -28,27 +28,43 @@ pub(crate) enum Kind {
     Float,
 }
 
+/// What a measured column must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Measured {
+    /// Anything: not a measurement.
+    No,
+    /// Finite numbers: the loader raises values below the speed of light
+    /// to it, as the spec does, so zero and negative values are data.
+    Finite,
+    /// Finite numbers above zero: nothing raises them, and a zero or
+    /// negative latency would price an op at nothing or less.
+    Positive,
+}
+
 /// A column the loader wants. Optional columns may be absent from a file or
 /// hold nulls (both read as `None`); required ones may not. A measured
-/// column must hold finite values (a NaN or infinite latency is a broken
-/// measurement, not data).
+/// column rejects values no measurement gives (NaN, infinities, and where
+/// nothing raises them, zero and negative latencies) as corrupt data.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Col {
     pub name: &'static str,
     pub kind: Kind,
     pub optional: bool,
-    pub measured: bool,
+    pub measured: Measured,
 }
 
 impl Col {
     pub const fn text(name: &'static str) -> Col {
-        Col { name, kind: Kind::Text, optional: false, measured: false }
+        Col { name, kind: Kind::Text, optional: false, measured: Measured::No }
     }
     pub const fn int(name: &'static str) -> Col {
-        Col { name, kind: Kind::Int, optional: false, measured: false }
+        Col { name, kind: Kind::Int, optional: false, measured: Measured::No }
     }
-    /// The `latency` column every perf table has: a required, finite float.
-    pub const LATENCY: Col = Col { name: "latency", kind: Kind::Float, optional: false, measured: true };
+    /// The `latency` column of a table whose loader does not raise it to the speed of light.
+    pub const LATENCY: Col = Col { name: "latency", kind: Kind::Float, optional: false, measured: Measured::Positive };
+    /// The `latency` column of a table whose loader raises it to the speed of light.
+    pub const LATENCY_FLOORED: Col =
+        Col { name: "latency", kind: Kind::Float, optional: false, measured: Measured::Finite };
 
     pub const fn optional(self) -> Col {
         Col { optional: true, ..self }
@@ -187,9 +203,7 @@ pub(crate) fn scan(tree: &DataTree, path: &Path, cols: &[Col], mut f: impl FnMut
                 .column_by_name(col.name)
                 .ok_or_else(|| TablesError::corrupt(path, Some(col.name), None, "the table has no such column"))?;
             let array = convert(column, col, path)?;
-            if col.measured {
-                check_finite(&array, col, path, base)?;
-            }
+            check_measured(&array, col, path, base)?;
             arrays.push(array);
         }
         let rows = Rows { path, cols, arrays, base, len: batch.num_rows() };
@@ -199,17 +213,24 @@ pub(crate) fn scan(tree: &DataTree, path: &Path, cols: &[Col], mut f: impl FnMut
     Ok(())
 }
 
-/// A measured value must be a number: NaN or infinity would turn every
-/// estimate that touches it into garbage instead of an error.
-fn check_finite(array: &Arr, col: &Col, path: &Path, base: usize) -> Result<()> {
+/// A measured value must be one a measurement gives: a NaN or infinity (or
+/// an unraised zero or negative latency) would turn every estimate that
+/// touches it into garbage instead of an error.
+fn check_measured(array: &Arr, col: &Col, path: &Path, base: usize) -> Result<()> {
+    let valid = match col.measured {
+        Measured::No => return Ok(()),
+        Measured::Finite => |v: f64| v.is_finite(),
+        Measured::Positive => |v: f64| v.is_finite() && v > 0.0,
+    };
     if let Arr::Float(values) = array
-        && let Some(i) = (0..values.len()).find(|&i| !values.is_null(i) && !values.value(i).is_finite())
+        && let Some(i) = (0..values.len()).find(|&i| !values.is_null(i) && !valid(values.value(i)))
     {
+        let what = if col.measured == Measured::Positive { "a finite number above 0" } else { "a finite number" };
         return Err(TablesError::corrupt(
             path,
             Some(col.name),
             Some(base + i),
-            format!("{} is not a finite number", values.value(i)),
+            format!("{} is not {what}", values.value(i)),
         ));
     }
     Ok(())

@@ -11,6 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::cache::TableCache;
 use crate::error::{Result, TablesError};
 use crate::pep440::Version;
 
@@ -132,9 +133,26 @@ pub struct DataTree {
     model_configs: Vec<DocFile>,
     support_matrices: Vec<DocFile>,
     parquet_opens: AtomicUsize,
+    cache: TableCache,
+    /// Modification times of the mounted directories and roots at opening.
+    stamps: Vec<(PathBuf, Option<std::time::SystemTime>)>,
 }
 
 impl DataTree {
+    /// What this tree has loaded: every table, system and model config, each
+    /// loaded once and shared by whoever holds the tree.
+    pub fn cache(&self) -> &TableCache {
+        &self.cache
+    }
+
+    /// Whether the mounted directories are as they were when the tree was
+    /// opened (a fetch or a copy into them changes their modification
+    /// time); a holder that keeps trees between sessions opens a new one
+    /// when this is false, so new sessions see new data.
+    pub fn is_current(&self) -> bool {
+        self.stamps.iter().all(|(dir, stamp)| modified(dir) == *stamp)
+    }
+
     /// Mounts every data root found under `dirs` (each may be a root itself,
     /// a cache holding unpacked releases, or a release folder).
     pub fn open<P: AsRef<Path>>(dirs: &[P]) -> Result<DataTree> {
@@ -165,7 +183,17 @@ impl DataTree {
                 roots.push(DataRoot { dir: root_dir, release, mount_index });
             }
         }
-        Self::from_roots(roots)
+        let mut stamped: Vec<PathBuf> = dirs.iter().map(|d| d.as_ref().to_path_buf()).collect();
+        stamped.extend(roots.iter().map(|r| r.dir.clone()));
+        let mut tree = Self::from_roots(roots)?;
+        tree.stamps = stamped
+            .into_iter()
+            .map(|dir| {
+                let stamp = modified(&dir);
+                (dir, stamp)
+            })
+            .collect();
+        Ok(tree)
     }
 
     fn from_roots(roots: Vec<DataRoot>) -> Result<DataTree> {
@@ -210,6 +238,8 @@ impl DataTree {
             model_configs: models.into_values().collect(),
             support_matrices: support.into_values().collect(),
             parquet_opens: AtomicUsize::new(0),
+            cache: TableCache::default(),
+            stamps: Vec::new(),
         })
     }
 
@@ -420,4 +450,8 @@ fn collect_docs(
         into.entry(name).or_insert(DocFile { stem, root, path });
     }
     Ok(())
+}
+
+fn modified(dir: &Path) -> Option<std::time::SystemTime> {
+    fs::metadata(dir).and_then(|m| m.modified()).ok()
 }

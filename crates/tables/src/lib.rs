@@ -3,6 +3,7 @@
 //! constants and model configs, and the estimators over them. No DataFusion
 //! here; the catalog and the SQL functions are thin adapters over this crate.
 
+pub mod cache;
 mod columns;
 pub mod discovery;
 pub mod error;
@@ -25,6 +26,7 @@ pub mod system;
 #[cfg(test)]
 mod test_data;
 
+pub use cache::{CacheStats, TableCache};
 pub use discovery::{DataRoot, DataTree, DocFile, Layout, PerfFile, RELEASE_MARKER, Release};
 pub use error::{Result, TablesError};
 pub use gemm::{GemmMiss, GemmSource, GemmTable, SourceRole, TraceStage, TraceStep};

@@ -94,14 +94,17 @@ pub fn read_system_yaml(doc: &DocFile) -> Result<Option<SystemSpec>> {
 }
 
 /// The constants of `system` from the mounted `systems/<system>.yaml`, with
-/// the file they came from (for error context).
+/// the file they came from (for error context); read once per tree.
 pub fn system_spec(tree: &DataTree, system: &str) -> Result<(SystemSpec, std::path::PathBuf)> {
-    let doc = tree.system_yamls().iter().find(|d| d.stem == system).ok_or_else(|| {
-        TablesError::NotFound(format!("unknown system '{system}': no systems/{system}.yaml in the mounted data"))
+    let loaded = tree.cache().systems.get(system.to_string(), || {
+        let doc = tree.system_yamls().iter().find(|d| d.stem == system).ok_or_else(|| {
+            TablesError::NotFound(format!("unknown system '{system}': no systems/{system}.yaml in the mounted data"))
+        })?;
+        let spec = read_system_yaml(doc)?
+            .ok_or_else(|| TablesError::document(&doc.path, "not a system description (no `gpu:` section)"))?;
+        Ok((spec, doc.path.clone()))
     })?;
-    let spec = read_system_yaml(doc)?
-        .ok_or_else(|| TablesError::document(&doc.path, "not a system description (no `gpu:` section)"))?;
-    Ok((spec, doc.path.clone()))
+    Ok((loaded.0.clone(), loaded.1.clone()))
 }
 
 struct Fields<'a> {

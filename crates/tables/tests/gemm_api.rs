@@ -24,6 +24,29 @@ fn cache_loads_each_table_once() {
     assert!(!Arc::ptr_eq(&a, &get(GemmQuant::Fp8, true)));
 }
 
+/// The cache belongs to its tree: a second tree over the same directories
+/// starts empty (a refetch is seen by new sessions), and a tree says when
+/// its directories changed after it was opened.
+#[test]
+fn each_tree_owns_its_cache() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for entry in std::fs::read_dir(common::data_dir()).unwrap_or_else(|e| panic!("{e}")).flatten() {
+        if entry.path().is_dir() {
+            std::os::unix::fs::symlink(entry.path(), dir.path().join(entry.file_name()))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    let open = || aicsql_tables::DataTree::open(&[dir.path()]).unwrap_or_else(|e| panic!("{e}"));
+    let (first, second) = (open(), open());
+    let table = GemmTable::cached(&first, "h200_sxm", "vllm", "0.19.0", GemmQuant::Fp8Block, true);
+    assert!(table.is_ok());
+    assert_eq!((first.cache().stats().gemm, first.cache().stats().systems), (1, 1));
+    assert_eq!(second.cache().stats(), aicsql_tables::CacheStats::default());
+    assert!(first.is_current());
+    std::fs::create_dir(dir.path().join("arrived-later")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!first.is_current());
+}
+
 #[test]
 fn one_table_serves_many_threads() {
     let table = GemmTable::cached(tree(), "h200_sxm", "vllm", "0.19.0", GemmQuant::Fp8Block, true)

@@ -6,41 +6,24 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::logical_expr::{ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature};
 
-use aicsql_tables::DataTree;
 use aicsql_tables::sol::GemmSol;
+use aicsql_tables::{DataTree, system_spec};
 
+use crate::errors::tables_error;
 use crate::gemm_args::{coerce_gemm, evaluate, gemm_signature};
-use crate::systems::SystemSpecs;
 use crate::{DOC_SECTION_AICSQL, SharedTree};
 
 /// The bound every measured latency is raised to and every util is
 /// measured against: shows how far a kernel is from the hardware limit.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct GemmSolFn {
     tree: SharedTree,
-    specs: Arc<SystemSpecs>,
     signature: Signature,
 }
 
 impl GemmSolFn {
-    pub fn new(tree: Arc<DataTree>, specs: Arc<SystemSpecs>) -> Self {
-        Self { tree: SharedTree(tree), specs, signature: gemm_signature() }
-    }
-}
-
-/// The system cache is derived state: identity is the tree and signature.
-impl PartialEq for GemmSolFn {
-    fn eq(&self, other: &Self) -> bool {
-        self.tree == other.tree && self.signature == other.signature
-    }
-}
-
-impl Eq for GemmSolFn {}
-
-impl std::hash::Hash for GemmSolFn {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.tree.hash(state);
-        self.signature.hash(state);
+    pub fn new(tree: Arc<DataTree>) -> Self {
+        Self { tree: SharedTree(tree), signature: gemm_signature() }
     }
 }
 
@@ -68,7 +51,7 @@ impl ScalarUDFImpl for GemmSolFn {
             &self.tree,
             &args,
             |db, quant, _| {
-                let spec = self.specs.get(name, &self.tree, &db.system)?;
+                let (spec, _) = system_spec(&self.tree, &db.system).map_err(|e| tables_error(name, e))?;
                 GemmSol::new(&spec, quant)
                     .map_err(|e| DataFusionError::Execution(format!("{name}: systems/{}.yaml: {e}", db.system)))
             },

@@ -15,7 +15,6 @@ pub mod gemm_trace;
 pub mod rows;
 pub mod step_args;
 pub mod step_latency;
-pub mod systems;
 
 use std::sync::Arc;
 
@@ -68,10 +67,9 @@ pub const DOC_SECTION_AICSQL: DocSection = DocSection {
 
 /// The scalar functions, for registration elsewhere (e.g. over FFI).
 pub fn scalar_functions(tree: &Arc<DataTree>) -> Vec<ScalarUDF> {
-    let specs = Arc::new(systems::SystemSpecs::default());
     vec![
         ScalarUDF::new_from_impl(GemmLatency::new(Arc::clone(tree))),
-        ScalarUDF::new_from_impl(GemmSolFn::new(Arc::clone(tree), specs)),
+        ScalarUDF::new_from_impl(GemmSolFn::new(Arc::clone(tree))),
         ScalarUDF::new_from_impl(StepLatency::new(Arc::clone(tree))),
     ]
 }

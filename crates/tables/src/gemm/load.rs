@@ -30,7 +30,7 @@ const GEMM_DTYPE: Col = Col::text("gemm_dtype");
 const M: Col = Col::int("m");
 const N: Col = Col::int("n");
 const K: Col = Col::int("k");
-const COLUMNS: [Col; 5] = [GEMM_DTYPE, M, N, K, Col::LATENCY];
+const COLUMNS: [Col; 5] = [GEMM_DTYPE, M, N, K, Col::LATENCY_FLOORED];
 
 /// Appends the rows of `slice` from every source in priority order; a key
 /// `(m, n, k)` seen before keeps its first value. Records on each source how
@@ -44,7 +44,7 @@ pub(crate) fn read_slice(tree: &DataTree, sources: &mut [GemmSource], slice: &st
         let before = rows.len();
         scan(tree, &source.path, &COLUMNS, |batch| {
             let dtype_cells = batch.text(GEMM_DTYPE)?;
-            let (m, n, k, latency) = (batch.int(M)?, batch.int(N)?, batch.int(K)?, batch.float(Col::LATENCY)?);
+            let (m, n, k, latency) = (batch.int(M)?, batch.int(N)?, batch.int(K)?, batch.float(Col::LATENCY_FLOORED)?);
             for i in 0..batch.len() {
                 let dtype = dtype_cells.req(i)?;
                 if dtype != slice {

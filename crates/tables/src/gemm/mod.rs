@@ -6,7 +6,6 @@
 //! one `Arc` serves every thread. Queries allocate nothing except on the
 //! trace path.
 
-mod cache;
 mod index;
 mod load;
 mod rank;
@@ -16,6 +15,7 @@ mod trace;
 
 use std::sync::Arc;
 
+use crate::cache::db_key;
 use crate::discovery::DataTree;
 use crate::error::{Result, TablesError};
 use crate::quant::GemmQuant;
@@ -99,8 +99,7 @@ impl GemmTable {
         })
     }
 
-    /// The process-wide shared table for these arguments, loaded on first
-    /// use. Keyed by the tree's mounted roots too, so two trees never mix.
+    /// The tree's shared table for these arguments, loaded on first use.
     pub fn cached(
         tree: &DataTree,
         system: &str,
@@ -109,7 +108,9 @@ impl GemmTable {
         quant: GemmQuant,
         shared_layer: bool,
     ) -> Result<Arc<GemmTable>> {
-        cache::get(tree, system, backend, version, quant, shared_layer)
+        tree.cache().gemm.get((db_key(system, backend, version), quant, shared_layer), || {
+            GemmTable::load(tree, system, backend, version, quant, shared_layer)
+        })
     }
 
     /// Latency in milliseconds of one `m x k` by `k x n` GEMM, or why there is none.

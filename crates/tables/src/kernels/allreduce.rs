@@ -6,11 +6,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::cache::db_key;
 use crate::columns::{Col, scan};
 use crate::discovery::DataTree;
 use crate::error::Result;
 use crate::grid::{Grid, GridConfig, GridPath};
-use crate::kernels::{KernelMiss, cache, system_constants};
+use crate::kernels::{KernelMiss, system_constants};
 use crate::op_sol::OpSol;
 use crate::sources::{CUSTOM_ALLREDUCE_FILE, TableSource, plan};
 
@@ -69,9 +70,9 @@ impl AllReduceTable {
 
     /// The process-wide shared table, loaded on first use.
     pub fn cached(tree: &DataTree, system: &str, backend: &str, version: &str) -> Result<Arc<Self>> {
-        cache::get(tree, "custom_allreduce", (system, backend, version), false, || {
-            Self::load(tree, system, backend, version)
-        })
+        tree.cache()
+            .custom_allreduce
+            .get(db_key(system, backend, version), || Self::load(tree, system, backend, version))
     }
 
     pub fn sources(&self) -> &[TableSource] {

@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::cache::db_key;
 use crate::columns::{Col, scan};
 use crate::discovery::DataTree;
 use crate::error::Result;
 use crate::grid::{Grid, GridConfig, GridPath};
-use crate::kernels::{KernelMiss, cache, system_constants};
+use crate::kernels::{KernelMiss, system_constants};
 use crate::modes::{FmhaQuant, KvQuant};
 use crate::op_sol::OpSol;
 use crate::sources::{CONTEXT_ATTENTION_FILE, TableSource, plan};
@@ -109,7 +110,7 @@ impl ContextAttentionTable {
         version: &str,
         shared_layer: bool,
     ) -> Result<Arc<Self>> {
-        cache::get(tree, "context_attention", (system, backend, version), shared_layer, || {
+        tree.cache().context_attention.get((db_key(system, backend, version), shared_layer), || {
             Self::load(tree, system, backend, version, shared_layer)
         })
     }

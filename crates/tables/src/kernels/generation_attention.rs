@@ -8,11 +8,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::cache::db_key;
 use crate::columns::{Col, scan};
 use crate::discovery::DataTree;
 use crate::error::Result;
 use crate::grid::{Grid, GridConfig, GridPath};
-use crate::kernels::{KernelMiss, cache, system_constants};
+use crate::kernels::{KernelMiss, system_constants};
 use crate::modes::KvQuant;
 use crate::op_sol::OpSol;
 use crate::sources::{GENERATION_ATTENTION_FILE, TableSource, plan};
@@ -73,7 +74,7 @@ const NUM_KV_HEADS: Col = Col::int("num_key_value_heads");
 const HEAD_DIM: Col = Col::int("head_dim");
 const WINDOW_SIZE: Col = Col::int("window_size").optional();
 const COLUMNS: [Col; 9] =
-    [KV_CACHE_DTYPE, BATCH_SIZE, ISL, STEP, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, WINDOW_SIZE, Col::LATENCY];
+    [KV_CACHE_DTYPE, BATCH_SIZE, ISL, STEP, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, WINDOW_SIZE, Col::LATENCY_FLOORED];
 
 /// The five seq points of a decode query at `s` (docs/spec 8.3): `int(s * 0.9)`
 /// and `int(s * 1.1)` are float products truncated toward zero, the spacing
@@ -95,7 +96,7 @@ impl GenerationAttentionTable {
                 let kv_dtypes = rows.text(KV_CACHE_DTYPE)?;
                 let (batches, isls, steps) = (rows.int(BATCH_SIZE)?, rows.int(ISL)?, rows.int(STEP)?);
                 let (heads, kv_heads, head_dims) = (rows.int(NUM_HEADS)?, rows.int(NUM_KV_HEADS)?, rows.int(HEAD_DIM)?);
-                let (windows, latencies) = (rows.int(WINDOW_SIZE)?, rows.float(Col::LATENCY)?);
+                let (windows, latencies) = (rows.int(WINDOW_SIZE)?, rows.float(Col::LATENCY_FLOORED)?);
                 for i in 0..rows.len() {
                     let kv: KvQuant = kv_dtypes.req(i)?.parse().map_err(|e| rows.error(i, KV_CACHE_DTYPE.name, e))?;
                     let (b, isl, step) = (batches.req(i)?, isls.req(i)?, steps.req(i)?);
@@ -143,7 +144,7 @@ impl GenerationAttentionTable {
         version: &str,
         shared_layer: bool,
     ) -> Result<Arc<Self>> {
-        cache::get(tree, "generation_attention", (system, backend, version), shared_layer, || {
+        tree.cache().generation_attention.get((db_key(system, backend, version), shared_layer), || {
             Self::load(tree, system, backend, version, shared_layer)
         })
     }

@@ -4,7 +4,6 @@
 //! indexed into [`Grid`](crate::grid::Grid) slices and shared process-wide.
 
 mod allreduce;
-pub(crate) mod cache;
 mod context_attention;
 mod generation_attention;
 mod moe;

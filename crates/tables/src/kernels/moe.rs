@@ -6,11 +6,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::cache::db_key;
 use crate::columns::{Col, scan};
 use crate::discovery::DataTree;
 use crate::error::Result;
 use crate::grid::{Grid, GridConfig, GridPath};
-use crate::kernels::{KernelMiss, cache, system_constants};
+use crate::kernels::{KernelMiss, system_constants};
 use crate::modes::MoeQuant;
 use crate::op_sol::OpSol;
 use crate::sources::{MOE_FILE, TableSource, plan};
@@ -166,7 +167,7 @@ impl MoeTable {
         version: &str,
         shared_layer: bool,
     ) -> Result<Arc<Self>> {
-        cache::get(tree, "moe", (system, backend, version), shared_layer, || {
+        tree.cache().moe.get((db_key(system, backend, version), shared_layer), || {
             Self::load(tree, system, backend, version, shared_layer)
         })
     }

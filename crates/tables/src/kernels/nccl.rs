@@ -10,7 +10,7 @@ use crate::columns::{Col, scan};
 use crate::discovery::DataTree;
 use crate::error::{Result, TablesError};
 use crate::grid::{Grid, GridConfig, GridPath};
-use crate::kernels::{KernelMiss, cache, system_constants};
+use crate::kernels::{KernelMiss, system_constants};
 use crate::op_sol::OpSol;
 use crate::sources::{NCCL_FILE, TableSource, plan};
 use crate::system::Num;
@@ -72,7 +72,7 @@ impl NcclTable {
 
     /// The process-wide shared table, loaded on first use.
     pub fn cached(tree: &DataTree, system: &str) -> Result<Arc<Self>> {
-        cache::get(tree, "nccl", (system, "nccl", ""), false, || Self::load(tree, system))
+        tree.cache().nccl.get(system.to_string(), || Self::load(tree, system))
     }
 
     pub fn sources(&self) -> &[TableSource] {

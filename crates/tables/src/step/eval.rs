@@ -8,7 +8,6 @@ use crate::discovery::DataTree;
 use crate::error::{ErrorClass, TablesError};
 use crate::gemm::GemmTable;
 use crate::grid::GridPath;
-use crate::kernels::cache;
 use crate::kernels::{
     AllReduceTable, ContextAttentionTable, CtxAttnQuery, GenAttnQuery, GenerationAttentionTable, KernelMiss, MoeQuery,
     MoeShape, MoeTable, NcclTable,
@@ -129,7 +128,7 @@ impl<'a> Tables<'a> {
         version: &str,
         shared: bool,
     ) -> Result<Tables<'a>, StepError> {
-        let sol = cache::get(tree, "op_sol", (system, "", ""), false, || {
+        let sol = tree.cache().op_sol.get(system.to_string(), || {
             let (spec, yaml) = system_spec(tree, system)?;
             OpSol::new(&spec).map_err(|e| TablesError::document(&yaml, e))
         })?;

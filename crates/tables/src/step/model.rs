@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use crate::discovery::DataTree;
 use crate::error::TablesError;
-use crate::kernels::cache;
 use crate::model::{ModelConfig, read_model_config};
 use crate::step::types::StepError;
 
@@ -57,7 +56,7 @@ pub(crate) fn model_config(tree: &DataTree, model: &str) -> Result<Arc<ModelConf
     let doc = tree.model_configs().iter().find(|d| d.stem == stem).ok_or_else(|| {
         StepError::input(format!("unknown model '{model}': no model_configs/{stem}.json in the mounted data"))
     })?;
-    Ok(cache::get(tree, "model_config", (model, "", ""), false, || read_model_config(doc))?)
+    Ok(tree.cache().model_configs.get(model.to_string(), || read_model_config(doc))?)
 }
 
 impl ModelDesc {

@@ -1,0 +1,134 @@
+//! The one cache of a [`DataTree`](crate::DataTree): every table, system
+//! description and model config it serves, loaded once on first use and
+//! then shared by every caller and thread that holds the tree.
+//!
+//! The cache is owned by the tree, so it lives exactly as long as the tree:
+//! a session built over a freshly opened tree (after `aicsql data fetch`,
+//! say) sees the new files, and nothing outlives the tree that loaded it.
+//! It is typed per kind, one map each, so no entry can be read as another
+//! type.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::error::Result;
+use crate::gemm::GemmTable;
+use crate::kernels::{AllReduceTable, ContextAttentionTable, GenerationAttentionTable, MoeTable, NcclTable};
+use crate::model::ModelConfig;
+use crate::op_sol::OpSol;
+use crate::quant::GemmQuant;
+use crate::system::SystemSpec;
+
+/// `(system, backend, version)`.
+pub(crate) type DbKey = (String, String, String);
+
+pub(crate) fn db_key(system: &str, backend: &str, version: &str) -> DbKey {
+    (system.to_string(), backend.to_string(), version.to_string())
+}
+
+/// One slot per key. The map lock is held only to find the slot; the slot
+/// lock is held while loading, so different keys load in parallel and
+/// concurrent callers of the same key wait for the single load. Failed loads
+/// are not kept: the next call retries.
+type Slot<V> = Arc<Mutex<Option<Arc<V>>>>;
+
+/// The loaded values of one kind.
+#[derive(Debug)]
+pub(crate) struct Slots<K, V> {
+    map: Mutex<HashMap<K, Slot<V>>>,
+}
+
+impl<K, V> Default for Slots<K, V> {
+    fn default() -> Self {
+        Self { map: Mutex::default() }
+    }
+}
+
+impl<K: Eq + Hash, V> Slots<K, V> {
+    /// The value for `key`, produced by `load` on first use.
+    pub fn get(&self, key: K, load: impl FnOnce() -> Result<V>) -> Result<Arc<V>> {
+        // A panic elsewhere while holding a lock leaves the data consistent
+        // (slots are only ever filled with complete values), so poisoning is ignored.
+        let slot = Arc::clone(self.map.lock().unwrap_or_else(PoisonError::into_inner).entry(key).or_default());
+        let mut entry = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(value) = entry.as_ref() {
+            return Ok(Arc::clone(value));
+        }
+        let loaded = Arc::new(load()?);
+        *entry = Some(Arc::clone(&loaded));
+        Ok(loaded)
+    }
+
+    /// How many values are loaded (a slot whose load is under way or failed does not count).
+    fn loaded(&self) -> usize {
+        let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        map.values().filter(|slot| slot.lock().unwrap_or_else(PoisonError::into_inner).is_some()).count()
+    }
+}
+
+/// Everything a tree has loaded, by kind.
+#[derive(Debug, Default)]
+pub struct TableCache {
+    pub(crate) gemm: Slots<(DbKey, GemmQuant, bool), GemmTable>,
+    pub(crate) context_attention: Slots<(DbKey, bool), ContextAttentionTable>,
+    pub(crate) generation_attention: Slots<(DbKey, bool), GenerationAttentionTable>,
+    pub(crate) custom_allreduce: Slots<DbKey, AllReduceTable>,
+    pub(crate) nccl: Slots<String, NcclTable>,
+    pub(crate) moe: Slots<(DbKey, bool), MoeTable>,
+    pub(crate) systems: Slots<String, (SystemSpec, PathBuf)>,
+    pub(crate) op_sol: Slots<String, OpSol>,
+    pub(crate) model_configs: Slots<String, ModelConfig>,
+}
+
+/// How many entries of each kind a tree has loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheStats {
+    pub gemm: usize,
+    pub context_attention: usize,
+    pub generation_attention: usize,
+    pub custom_allreduce: usize,
+    pub nccl: usize,
+    pub moe: usize,
+    pub systems: usize,
+    pub model_configs: usize,
+}
+
+impl TableCache {
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            gemm: self.gemm.loaded(),
+            context_attention: self.context_attention.loaded(),
+            generation_attention: self.generation_attention.loaded(),
+            custom_allreduce: self.custom_allreduce.loaded(),
+            nccl: self.nccl.loaded(),
+            moe: self.moe.loaded(),
+            systems: self.systems.loaded(),
+            model_configs: self.model_configs.loaded(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::TablesError;
+
+    #[test]
+    fn loads_once_and_retries_after_a_failure() {
+        let slots: Slots<u8, u32> = Slots::default();
+        let failed = slots.get(1, || Err(TablesError::Missing("not yet".into())));
+        assert!(failed.is_err());
+        assert_eq!(slots.loaded(), 0);
+        let mut calls = 0;
+        for _ in 0..3 {
+            let v = slots.get(1, || {
+                calls += 1;
+                Ok(7)
+            });
+            assert_eq!(v.ok().as_deref(), Some(&7));
+        }
+        assert_eq!((calls, slots.loaded()), (1, 1));
+    }
+}
