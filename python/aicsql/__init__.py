@@ -19,48 +19,13 @@ a session that already exists).
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple, Union
 
-import datafusion
+# What comes from the compiled module and DataFusion, resolved on first use
+# (see ``_session``): ``import aicsql.spec`` needs neither.
+_SESSION = ("context", "register", "session_config", "Settings", "DataDirs", "__version__", "_library", "_data_dirs", "_check_datafusion")
 
-_SUPPORTED_MAJOR = 55
-
-
-def _check_datafusion() -> None:
-    # Two DataFusion majors on either side of the FFI do not fail cleanly:
-    # they crash. Refuse to import instead.
-    try:
-        major = int(str(datafusion.__version__).split(".")[0])
-    except ValueError:  # pragma: no cover - a dev build with an odd version
-        return
-    if major != _SUPPORTED_MAJOR:
-        raise ImportError(
-            f"aicsql needs datafusion {_SUPPORTED_MAJOR}.x (its Rust side is built against DataFusion "
-            f"{_SUPPORTED_MAJOR}); found datafusion {datafusion.__version__}. "
-            f"Install 'datafusion>={_SUPPORTED_MAJOR},<{_SUPPORTED_MAJOR + 1}'."
-        )
-
-
-_check_datafusion()
-
-from datafusion import SessionConfig, SessionContext  # noqa: E402
-from datafusion.user_defined import ScalarUDF, TableFunction  # noqa: E402
-
-from aicsql import _internal  # noqa: E402
-from aicsql._internal import Settings  # noqa: E402
-
-if _internal.DATAFUSION_MAJOR != _SUPPORTED_MAJOR:  # pragma: no cover - a broken build
-    raise ImportError(
-        f"aicsql._internal was built against DataFusion {_internal.DATAFUSION_MAJOR}, "
-        f"this package expects {_SUPPORTED_MAJOR}; rebuild it"
-    )
-
-__version__ = _internal.__version__
 __all__ = ["context", "register", "session_config", "default_data_dir", "Settings", "__version__"]
-
-DataDirs = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]], None]
 
 
 def default_data_dir() -> Path:
@@ -75,91 +40,13 @@ def default_data_dir() -> Path:
     return Path.home() / ".cache" / "aicsql"
 
 
-def _data_dirs(data: DataDirs) -> list[str]:
-    if data is None:
-        dirs = [default_data_dir()]
-    elif isinstance(data, (str, os.PathLike)):
-        dirs = [data]
-    else:
-        dirs = list(data)
-    for d in dirs:
-        if not Path(d).is_dir():
-            raise FileNotFoundError(
-                f"aicsql data directory {os.fspath(d)!r} does not exist; fetch the data with "
-                f"`aicsql data fetch` (or `cargo run -- data fetch`) or pass data=<dir>"
-            )
-    return [os.fspath(d) for d in dirs]
+def __getattr__(name: str):
+    if name in _SESSION:
+        from aicsql import _session
+
+        return getattr(_session, name)
+    raise AttributeError(f"module 'aicsql' has no attribute {name!r}")
 
 
-_LIBRARIES: Dict[Tuple[str, ...], "_internal.Library"] = {}
-_LIBRARIES_LOCK = threading.Lock()
-
-
-def _library(dirs: Sequence[str]) -> "_internal.Library":
-    """The mounted tree for ``dirs``, shared by every session registered over
-    the same directories (tables load once per process), and opened anew
-    when a directory changed since (after ``aicsql data fetch``, say), so new
-    sessions see new data while existing ones keep theirs."""
-    key = tuple(os.path.abspath(d) for d in dirs)
-    with _LIBRARIES_LOCK:
-        library = _LIBRARIES.get(key)
-        if library is None or not library.is_current():
-            library = _LIBRARIES[key] = _internal.Library(list(dirs))
-        return library
-
-
-def session_config(config: Optional[SessionConfig] = None, **settings: str) -> SessionConfig:
-    """A :class:`SessionConfig` that knows the ``aic.*`` settings.
-
-    Keyword arguments set their initial values, e.g.
-    ``session_config(shared_layer="false")``.
-    """
-    config = config if config is not None else SessionConfig()
-    config = config.with_information_schema(True)
-    return config.with_extension(Settings({k: str(v) for k, v in settings.items()}))
-
-
-def context(data: DataDirs = None, config: Optional[SessionConfig] = None, **settings: str) -> SessionContext:
-    """A new session with the ``aic`` settings, catalog and functions (both paths)."""
-    ctx = SessionContext(session_config(config, **settings))
-    register(ctx, data)
-    return ctx
-
-
-def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = True) -> None:
-    """Registers into ``ctx``: the ``aic`` catalog, the Rust functions
-    (``gemm_latency``, ``gemm_sol``, ``gemm_trace``, ``step_latency``,
-    ``engine_step``) and, unless ``python_path=False``, the Python path
-    (``py_gemm_latency``, ``py_gemm_trace``, ``py_step_latency``,
-    ``py_engine_step``) reading the same data.
-    """
-    dirs = _data_dirs(data)
-    library = _library(dirs)
-    ctx.register_catalog_provider("aic", library.catalog())
-    for function in library.scalar_functions():
-        ctx.register_udf(ScalarUDF.from_pycapsule(function))
-    for name, function in library.table_functions():
-        ctx.register_udtf(TableFunction(name, function, ctx))
-    if python_path:
-        from aicsql.spec import functions as spec
-
-        spec_data = dirs
-
-        def latency(settings, *arrays):
-            return spec.gemm_latency_batch(settings, *arrays, data=spec_data)
-
-        def trace(settings, *args):
-            return spec.gemm_trace_table(settings, *args, data=spec_data)
-
-        def step(settings, *arrays):
-            return spec.step_latency_batch(settings, *arrays, data=spec_data)
-
-        def step_rows(settings, *args):
-            return spec.engine_step_table(settings, *args, data=spec_data)
-
-        ctx.register_udf(ScalarUDF.from_pycapsule(library.python_scalar("py_gemm_latency", "gemm_latency", latency)))
-        ctx.register_udf(ScalarUDF.from_pycapsule(library.python_scalar("py_step_latency", "step_latency", step)))
-        ctx.register_udtf(TableFunction("py_gemm_trace", library.python_table_function("py_gemm_trace", "gemm_trace", trace), ctx))
-        ctx.register_udtf(
-            TableFunction("py_engine_step", library.python_table_function("py_engine_step", "engine_step", step_rows), ctx)
-        )
+def __dir__():
+    return sorted(set(globals()) | set(_SESSION))

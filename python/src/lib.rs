@@ -24,7 +24,7 @@ use datafusion::logical_expr::ScalarUDF;
 
 use crate::capsules::{Catalog, ScalarFunction, TableFunction};
 use crate::python_scalar::PythonScalar;
-use crate::python_table::PythonTable;
+use crate::python_table::{Arguments, PythonTable};
 use crate::settings::Settings;
 
 /// One mounted data tree and the functions and catalog built over it.
@@ -100,12 +100,18 @@ impl Library {
     /// the output columns of the Rust table function `like`:
     /// `func(settings: dict[str, str], *args) -> pyarrow.RecordBatch`.
     fn python_table_function(&self, name: &str, like: &str, func: Py<PyAny>) -> PyResult<TableFunction> {
-        let schema = match like {
-            aicsql_udfs::gemm_trace::NAME => aicsql_udfs::GemmTrace::schema(),
-            aicsql_udfs::engine_step::NAME => aicsql_udfs::EngineStep::schema(),
+        let (schema, arguments) = match like {
+            aicsql_udfs::gemm_trace::NAME => (
+                aicsql_udfs::GemmTrace::schema(),
+                Arguments { names: &aicsql_udfs::gemm_trace::ARGS, texts: 2, arities: &[5] },
+            ),
+            aicsql_udfs::engine_step::NAME => (
+                aicsql_udfs::EngineStep::schema(),
+                Arguments { names: &aicsql_udfs::step_args::ARGS, texts: 3, arities: &[7, 9] },
+            ),
             other => return Err(PyValueError::new_err(format!("no Rust table function named '{other}'"))),
         };
-        Ok(TableFunction::new(Arc::new(PythonTable::new(name, schema, func))))
+        Ok(TableFunction::new(Arc::new(PythonTable::new(name, schema, arguments, func))))
     }
 }
 

@@ -7,64 +7,81 @@ use arrow::array::RecordBatch;
 use arrow::pyarrow::FromPyArrow;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::{Result, ScalarValue, exec_datafusion_err, exec_err};
+use datafusion::common::{Result, ScalarValue, exec_datafusion_err, exec_err, plan_err};
 use datafusion::datasource::MemTable;
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use aicsql_udfs::AicOptions;
-use aicsql_udfs::args::constant;
+use aicsql_udfs::args::{constant, constant_int, constant_text};
 
 use crate::python_scalar::settings_dict;
+
+/// The argument kinds of the Rust twin: leading text arguments, then
+/// integers, in one of a few arities. The bridge checks them as the twin
+/// does, so both paths refuse the same calls with the same errors.
+#[derive(Debug, Clone, Copy)]
+pub struct Arguments {
+    pub names: &'static [&'static str],
+    pub texts: usize,
+    pub arities: &'static [usize],
+}
 
 #[derive(Debug)]
 pub struct PythonTable {
     name: String,
     schema: SchemaRef,
+    arguments: Arguments,
     func: Py<PyAny>,
 }
 
 impl PythonTable {
-    pub fn new(name: &str, schema: SchemaRef, func: Py<PyAny>) -> Self {
-        Self { name: name.to_string(), schema, func }
+    pub fn new(name: &str, schema: SchemaRef, arguments: Arguments, func: Py<PyAny>) -> Self {
+        Self { name: name.to_string(), schema, arguments, func }
+    }
+
+    /// The constant arguments as the Python values the callable receives:
+    /// `str`/`int`, `None` for NULL.
+    fn values(&self, values: &[ScalarValue]) -> Result<Vec<Value>> {
+        let name = &self.name;
+        let Arguments { names, texts, arities } = self.arguments;
+        if !arities.contains(&values.len()) {
+            let counts: Vec<String> = arities.iter().map(|a| a.to_string()).collect();
+            return plan_err!(
+                "{name}({}) takes {} arguments, got {}",
+                names.join(", "),
+                counts.join(" or "),
+                values.len()
+            );
+        }
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                Ok(if i < texts {
+                    Value::Text(constant_text(name, i + 1, v)?)
+                } else {
+                    Value::Int(constant_int(name, i + 1, v)?)
+                })
+            })
+            .collect()
     }
 }
 
-/// A constant argument as the Python value the callable receives.
-fn to_python<'py>(
-    py: Python<'py>,
-    function: &str,
-    position: usize,
-    value: &ScalarValue,
-) -> PyResult<Bound<'py, PyAny>> {
-    if value.is_null() {
-        return Ok(py.None().into_bound(py));
-    }
-    match value {
-        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
-            s.into_bound_py_any(py)
-        }
-        ScalarValue::Boolean(Some(b)) => b.into_bound_py_any(py),
-        ScalarValue::Float32(Some(_)) | ScalarValue::Float64(Some(_)) => {
-            match value.cast_to(&arrow::datatypes::DataType::Float64) {
-                Ok(ScalarValue::Float64(Some(f))) => f.into_bound_py_any(py),
-                _ => unreachable_value(function, position, value),
-            }
-        }
-        v if v.data_type().is_integer() => match v.cast_to(&arrow::datatypes::DataType::Int64) {
-            Ok(ScalarValue::Int64(Some(i))) => i.into_bound_py_any(py),
-            _ => unreachable_value(function, position, value),
-        },
-        other => unreachable_value(function, position, other),
-    }
+enum Value {
+    Text(Option<String>),
+    Int(Option<i64>),
 }
 
-fn unreachable_value<T>(function: &str, position: usize, value: &ScalarValue) -> PyResult<T> {
-    Err(pyo3::exceptions::PyTypeError::new_err(format!(
-        "{function}: argument {position} has type {}, expected text or a number",
-        value.data_type()
-    )))
+impl Value {
+    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Value::Text(Some(s)) => s.into_bound_py_any(py),
+            Value::Int(Some(i)) => i.into_bound_py_any(py),
+            Value::Text(None) | Value::Int(None) => Ok(py.None().into_bound(py)),
+        }
+    }
 }
 
 impl TableFunctionImpl for PythonTable {
@@ -73,11 +90,12 @@ impl TableFunctionImpl for PythonTable {
         let session = args.session();
         let values: Vec<ScalarValue> =
             args.exprs().iter().enumerate().map(|(i, e)| constant(name, session, e, i + 1)).collect::<Result<_>>()?;
+        let values = self.values(&values)?;
         let options = AicOptions::from_config(session.config().options())?;
         let batch = Python::attach(|py| -> PyResult<RecordBatch> {
             let mut call_args = vec![settings_dict(py, &options)?.into_any()];
-            for (i, value) in values.iter().enumerate() {
-                call_args.push(to_python(py, name, i + 1, value)?);
+            for value in &values {
+                call_args.push(value.to_python(py)?);
             }
             let out = self.func.bind(py).call1(PyTuple::new(py, call_args)?)?;
             RecordBatch::from_pyarrow_bound(&out)

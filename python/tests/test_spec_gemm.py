@@ -413,3 +413,26 @@ def test_partial_versions_are_skipped_in_either_form(tmp_path):
     tree = DataTree([str(tmp_path)])
     got = [f.version for f in gemm_sources(tree, Database("h200_sxm", "vllm", "1.0.0"), shared_layer=True)]
     assert got == ["1.0.0", "0.7.0", "0.6.0"]
+
+
+def test_the_python_path_imports_without_datafusion_or_the_compiled_module():
+    """aicsql.spec is pure Python: with datafusion and aicsql._internal made
+    unimportable it still imports and prices the seed case."""
+    import subprocess
+    import sys
+
+    script = """
+import importlib.abc, sys
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "datafusion" or name.startswith("datafusion.") or name == "aicsql._internal":
+            raise ImportError(f"{name} is blocked by this test")
+        return None
+sys.meta_path.insert(0, Refuse())
+from aicsql import spec
+print(repr(spec.gemm_latency("h200_sxm/vllm/0.19.0", "fp8_block", 1, 1280, 5120)))
+assert "datafusion" not in sys.modules and "aicsql._internal" not in sys.modules
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO / "python")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == repr(0.021895413193058825)

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{SchemaProvider, Session, TableProvider};
-use datafusion::common::{DataFusionError, Result, plan_err};
+use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::TableType;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
@@ -92,47 +92,35 @@ pub struct PerfTable {
 
 impl PerfTable {
     /// Reads the footers of the kind's files to build the superset schema.
-    /// A file whose footer cannot be read is remembered, not fatal: only a
-    /// scan that selects it fails, so the other databases stay queryable.
+    /// A file whose footer cannot be read, or whose column has a type no
+    /// other file's agrees with, is remembered, not fatal: only a scan that
+    /// selects it fails, so the other databases stay queryable.
     pub fn try_new(tree: Arc<DataTree>, kind: &str) -> Result<Self> {
+        let perf: Vec<&PerfFile> = tree.perf_files().iter().filter(|f| f.table == kind).collect();
+        let footers: Vec<std::result::Result<SchemaRef, String>> =
+            perf.iter().map(|f| tree.parquet_schema(&f.path).map_err(|e| e.to_string())).collect();
+        let columns = FileColumns::vote(footers.iter().filter_map(|f| f.as_ref().ok()));
         let mut fields: Vec<Field> = KEY_COLUMNS.iter().map(|k| Field::new(*k, DataType::Utf8, false)).collect();
         let mut sources: Vec<Source> = (0..KEY_COLUMNS.len()).map(Source::Key).collect();
-        let mut by_name: HashMap<String, (usize, String)> = HashMap::new();
-        let mut files = Vec::new();
-        for file in tree.perf_files().iter().filter(|f| f.table == kind) {
-            let footer = tree.parquet_schema(&file.path);
-            if let Ok(schema) = &footer {
-                for field in schema.fields() {
-                    let name = field.name();
-                    match by_name.get(name) {
-                        None => {
-                            let exposed = if KEY_COLUMNS.contains(&name.as_str()) {
-                                format!("file_{name}")
-                            } else {
-                                name.clone()
-                            };
-                            by_name.insert(name.clone(), (fields.len(), file.path.display().to_string()));
-                            fields.push(Field::new(exposed, table_type(field.data_type()), true));
-                            sources.push(Source::File(name.clone()));
-                        }
-                        Some((idx, first_path)) => {
-                            let current = fields[*idx].data_type().clone();
-                            let Some(common) = widen(&current, field.data_type()) else {
-                                return plan_err!(
-                                    "aic.perf.{kind}: column `{name}` is {current} in {first_path} \
-                                     but {} in {}",
-                                    field.data_type(),
-                                    file.path.display()
-                                );
-                            };
-                            let f = fields[*idx].clone().with_data_type(common);
-                            fields[*idx] = f;
-                        }
-                    }
-                }
-            }
-            files.push(ScanFile { file: file.clone(), footer: footer.map_err(|e| e.to_string()) });
+        for (name, data_type) in &columns.0 {
+            let exposed = if KEY_COLUMNS.contains(&name.as_str()) { format!("file_{name}") } else { name.clone() };
+            fields.push(Field::new(exposed, data_type.clone(), true));
+            sources.push(Source::File(name.clone()));
         }
+        let files = perf
+            .into_iter()
+            .zip(footers)
+            .map(|(file, footer)| {
+                let footer = footer.and_then(|schema| match columns.disagreement(&schema) {
+                    None => Ok(schema),
+                    Some((name, found, table)) => Err(format!(
+                        "aic.perf.{kind}: column `{name}` is {found} in {} but {table} in the other files",
+                        file.path.display()
+                    )),
+                });
+                ScanFile { file: file.clone(), footer }
+            })
+            .collect();
         Ok(Self { tree, kind: kind.to_string(), schema: Arc::new(Schema::new(fields)), sources, files })
     }
 
@@ -191,5 +179,63 @@ impl TableProvider for PerfTable {
 impl fmt::Display for PerfTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "aic.perf.{} ({} files)", self.kind, self.files.len())
+    }
+}
+
+/// The file columns of a table kind, in order of first appearance, each with
+/// the type most files give it (widened over the types compatible with it).
+struct FileColumns(Vec<(String, DataType)>);
+
+impl FileColumns {
+    fn vote<'a>(schemas: impl Iterator<Item = &'a SchemaRef>) -> Self {
+        let mut order: Vec<(String, Vec<(DataType, usize)>)> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for schema in schemas {
+            for field in schema.fields() {
+                let slot = *index.entry(field.name().clone()).or_insert_with(|| {
+                    order.push((field.name().clone(), Vec::new()));
+                    order.len() - 1
+                });
+                let t = table_type(field.data_type());
+                let counts = &mut order[slot].1;
+                match counts.iter_mut().find(|(seen, _)| *seen == t) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((t, 1)),
+                }
+            }
+        }
+        let columns = order
+            .into_iter()
+            .map(|(name, counts)| {
+                // The most common type (the first seen on a tie), widened by
+                // every type that widens with it.
+                let mut best = 0;
+                for (i, (_, n)) in counts.iter().enumerate() {
+                    if *n > counts[best].1 {
+                        best = i;
+                    }
+                }
+                let mut t = counts[best].0.clone();
+                for (other, _) in &counts {
+                    if let Some(w) = widen(&t, other) {
+                        t = w;
+                    }
+                }
+                (name, t)
+            })
+            .collect();
+        Self(columns)
+    }
+
+    /// The first column of `schema` whose type does not widen to the
+    /// table's: (name, its type here, the table's type).
+    fn disagreement(&self, schema: &SchemaRef) -> Option<(String, DataType, DataType)> {
+        schema.fields().iter().find_map(|field| {
+            let (_, table) = self.0.iter().find(|(name, _)| name == field.name())?;
+            match widen(table, field.data_type()) {
+                Some(w) if w == *table => None,
+                _ => Some((field.name().clone(), field.data_type().clone(), table.clone())),
+            }
+        })
     }
 }

@@ -389,7 +389,11 @@ fn walk_system(dir: &Path, system: &str, parts: &mut Vec<String>, root: usize, o
     for entry in read_dir_sorted(dir)? {
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
-        if path.is_dir() {
+        // A perf-table name is a perf file whatever it is on disk: one that
+        // cannot be read as a file fails when it is loaded, naming itself,
+        // instead of making its database look like it has no such table.
+        let perf_name = name.ends_with("_perf.parquet") && parts.len() >= 2;
+        if path.is_dir() && !perf_name {
             if parts.len() < 3 {
                 parts.push(name);
                 walk_system(&path, system, parts, root, out)?;

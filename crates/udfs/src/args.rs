@@ -6,7 +6,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::catalog::Session;
-use datafusion::common::{DFSchema, Result, ScalarValue, exec_err, plan_err};
+use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::{ColumnarValue, Expr};
 
 /// A text argument: one value for the batch, or one per row.
@@ -141,10 +141,11 @@ pub fn coerce(function: &str, arg_types: &[DataType], texts: usize, ints: usize)
 /// Evaluates a constant argument of a table function (literals, casts,
 /// arithmetic on literals): table functions receive expressions, not values.
 pub fn constant(function: &str, session: &dyn Session, expr: &Expr, position: usize) -> Result<ScalarValue> {
-    let physical = session.create_physical_expr(expr.clone(), &DFSchema::empty())?;
+    let context = |e: DataFusionError| e.context(format!("{function}: argument {position} ({expr})"));
+    let physical = session.create_physical_expr(expr.clone(), &DFSchema::empty()).map_err(context)?;
     let one_row = RecordBatchOptions::new().with_row_count(Some(1));
     let batch = RecordBatch::try_new_with_options(Arc::new(Schema::empty()), vec![], &one_row)?;
-    match physical.evaluate(&batch)? {
+    match physical.evaluate(&batch).map_err(context)? {
         ColumnarValue::Scalar(s) => Ok(s),
         ColumnarValue::Array(a) if a.len() == 1 => ScalarValue::try_from_array(&a, 0),
         _ => plan_err!("{function}: argument {position} must be a constant"),
@@ -165,8 +166,11 @@ pub fn constant_int(function: &str, position: usize, value: &ScalarValue) -> Res
     if value.is_null() {
         return Ok(None);
     }
-    match value.cast_to(&DataType::Int64)? {
-        ScalarValue::Int64(v) if value.data_type().is_integer() => Ok(v),
-        _ => plan_err!("{function}: argument {position} must be an integer, got {}", value.data_type()),
+    if !value.data_type().is_integer() {
+        return plan_err!("{function}: argument {position} must be an integer, got {}", value.data_type());
+    }
+    match value.cast_to(&DataType::Int64) {
+        Ok(ScalarValue::Int64(v)) => Ok(v),
+        _ => plan_err!("{function}: argument {position} is {value}, which does not fit a 64-bit signed integer"),
     }
 }

@@ -21,6 +21,8 @@ use crate::gemm_args::{check_shape, gemm_table, quant};
 use aicsql_tables::sources::GEMM_FILE;
 
 pub const NAME: &str = "gemm_trace";
+/// The arguments, in order: two texts, then three integers.
+pub const ARGS: [&str; 5] = ["db", "quant", "m", "n", "k"];
 
 /// Table function `gemm_trace`.
 #[derive(Debug)]
@@ -63,7 +65,7 @@ impl TableFunctionImpl for GemmTrace {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let exprs = args.exprs();
         if exprs.len() != 5 {
-            return plan_err!("{NAME}(db, quant, m, n, k) takes 5 arguments, got {}", exprs.len());
+            return plan_err!("{NAME}({}) takes 5 arguments, got {}", ARGS.join(", "), exprs.len());
         }
         let session = args.session();
         let values: Vec<ScalarValue> =

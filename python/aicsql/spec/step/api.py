@@ -56,7 +56,8 @@ def _int_arg(name: str, v, optional: bool = False) -> Optional[int]:
 
 
 def _phase(phase) -> str:
-    text = str(phase).strip().lower() if isinstance(phase, str) else phase
+    # ASCII case folding only, no trimming: the same spellings the Rust path takes.
+    text = phase.lower() if isinstance(phase, str) and phase.isascii() else phase
     if text not in PHASES:
         raise ValueError(f"unknown phase {phase!r}; valid phases: {', '.join(PHASES)}")
     return text

@@ -277,11 +277,13 @@ class StepContext:
                 }
             )
         if phase == "generation":
+            # Each sample's total: its op rows' totals summed in row order.
+            totals: Dict[Optional[int], float] = {}
+            for row in rows:
+                i = row["gen_step_index"]
+                totals[i] = totals[i] + row["total_ms"] if i in totals else 0 + row["total_ms"]
             for i, s, repeat in result.samples:
-                total = 0
-                for row in rows:
-                    if row["row_kind"] == "op" and row["gen_step_index"] == i:
-                        total += row["total_ms"]
+                total = totals.get(i, 0)
                 rows.append(
                     _total_row(phase, "gen_step_total", "__gen_step_total__", total, total * repeat, i, s, repeat)
                 )
