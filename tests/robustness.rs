@@ -30,6 +30,8 @@ mod malformed;
 mod planted;
 #[path = "robustness/settings.rs"]
 mod settings;
+#[path = "robustness/step_status.rs"]
+mod step_status;
 #[path = "robustness/table_functions.rs"]
 mod table_functions;
 #[path = "robustness/types.rs"]

@@ -186,6 +186,8 @@ fn fails_naming(ctx: &SessionContext, sql: &str, file: &Path, what: &[&str], pro
     match value(ctx, sql) {
         Err(m) if m.starts_with("PANIC") => problems.push(format!("{sql}: {m}")),
         Err(m) => {
+            // Shown with --nocapture: the error a user would see.
+            println!("{sql}\n  -> {m}");
             let path = file.display().to_string();
             if !m.contains(&path) {
                 problems.push(format!("{sql}: the error does not name {path}: {m}"));

@@ -11,7 +11,9 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use aicsql_tables::kernels::{AllReduceTable, ContextAttentionTable, GenerationAttentionTable, MoeTable, NcclTable};
+use aicsql_tables::kernels::{
+    AllReduceTable, ContextAttentionTable, DatabaseTable, GenerationAttentionTable, MoeTable, NcclTable,
+};
 use aicsql_tables::{DataTree, GemmQuant, GemmTable};
 
 fn main() {

@@ -22,9 +22,9 @@ use crate::quant::GemmQuant;
 use crate::system::SystemSpec;
 
 /// `(system, backend, version)`.
-pub(crate) type DbKey = (String, String, String);
+pub type DbKey = (String, String, String);
 
-pub(crate) fn db_key(system: &str, backend: &str, version: &str) -> DbKey {
+pub fn db_key(system: &str, backend: &str, version: &str) -> DbKey {
     (system.to_string(), backend.to_string(), version.to_string())
 }
 
@@ -36,7 +36,7 @@ type Slot<V> = Arc<Mutex<Option<Arc<V>>>>;
 
 /// The loaded values of one kind.
 #[derive(Debug)]
-pub(crate) struct Slots<K, V> {
+pub struct Slots<K, V> {
     map: Mutex<HashMap<K, Slot<V>>>,
 }
 

@@ -15,6 +15,8 @@ pub mod gemm_trace;
 pub mod rows;
 pub mod step_args;
 pub mod step_latency;
+mod step_models;
+pub mod step_status;
 
 use std::sync::Arc;
 
@@ -30,6 +32,7 @@ pub use gemm_latency::GemmLatency;
 pub use gemm_sol::GemmSolFn;
 pub use gemm_trace::GemmTrace;
 pub use step_latency::StepLatency;
+pub use step_status::StepStatus;
 
 /// The mounted tree as a function field: functions compare and hash by
 /// identity (two registrations over the same tree are the same function).
@@ -71,6 +74,7 @@ pub fn scalar_functions(tree: &Arc<DataTree>) -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(GemmLatency::new(Arc::clone(tree))),
         ScalarUDF::new_from_impl(GemmSolFn::new(Arc::clone(tree))),
         ScalarUDF::new_from_impl(StepLatency::new(Arc::clone(tree))),
+        ScalarUDF::new_from_impl(StepStatus::new(Arc::clone(tree))),
     ]
 }
 

@@ -1,14 +1,15 @@
-//! What `step_latency` and `engine_step` share: the 7- and 9-argument
-//! signature, reading one config from argument values, and turning a step
-//! error into the function's error.
+//! What the step functions share: the 7- and 9-argument signature, reading
+//! one config from argument values, and (scalar ones) reading a batch's
+//! calls row by row.
 
+use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{DataFusionError, Result, plan_err};
-use datafusion::logical_expr::{Signature, TypeSignature, Volatility};
+use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::{ColumnarValue, Signature, TypeSignature, Volatility};
 
 use aicsql_tables::step::{Phase, StepShape};
 
-use crate::args::coerce;
+use crate::args::{Int, Text, coerce};
 
 /// Argument names in order; the last two are optional.
 pub const ARGS: [&str; 9] = ["model", "db", "phase", "tp", "batch", "isl", "osl", "moe_tp", "moe_ep"];
@@ -62,4 +63,73 @@ pub fn shape(function: &str, ints: [i64; 4], moe: [Option<i64>; 2]) -> Result<St
         moe_tp: moe[0].map(|v| narrow(7, v)).transpose()?,
         moe_ep: moe[1].map(|v| narrow(8, v)).transpose()?,
     })
+}
+
+/// The argument columns of one batch of a scalar step function, read row
+/// by row (a batch of scalars is one row).
+pub struct StepCalls<'a> {
+    function: &'static str,
+    texts: [Text<'a>; TEXTS],
+    ints: Vec<Int<'a>>,
+    /// Every argument is a scalar: one call, one scalar result.
+    pub scalar: bool,
+    /// Calls in the batch.
+    pub rows: usize,
+}
+
+/// One call of a batch.
+pub struct StepCall<'a> {
+    pub model: &'a str,
+    pub db: &'a str,
+    pub phase: Phase,
+    pub shape: StepShape,
+}
+
+impl<'a> StepCalls<'a> {
+    pub fn new(function: &'static str, values: &'a [ColumnarValue], number_rows: usize) -> Result<Self> {
+        if values.len() != 7 && values.len() != 9 {
+            return exec_err!("{function} takes 7 or 9 arguments, got {}", values.len());
+        }
+        let texts = [
+            Text::new(function, 1, &values[0])?,
+            Text::new(function, 2, &values[1])?,
+            Text::new(function, 3, &values[2])?,
+        ];
+        let ints: Vec<Int> = values[TEXTS..]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Int::new(function, i + TEXTS + 1, v))
+            .collect::<Result<_>>()?;
+        let scalar = values.iter().all(|v| matches!(v, ColumnarValue::Scalar(_)));
+        Ok(Self { function, texts, ints, scalar, rows: if scalar { 1 } else { number_rows } })
+    }
+
+    /// Call `row`, or `None` when a required argument is NULL (NULL out).
+    /// A bad phase or shape is an error naming the function and the value.
+    pub fn get(&self, row: usize) -> Result<Option<StepCall<'a>>> {
+        let (Some(model), Some(db), Some(phase_name)) =
+            (self.texts[0].get(row), self.texts[1].get(row), self.texts[2].get(row))
+        else {
+            return Ok(None);
+        };
+        let ints = &self.ints;
+        let (Some(tp), Some(batch), Some(isl), Some(osl)) =
+            (ints[0].get(row), ints[1].get(row), ints[2].get(row), ints[3].get(row))
+        else {
+            return Ok(None);
+        };
+        let moe = [ints.get(4).and_then(|i| i.get(row)), ints.get(5).and_then(|i| i.get(row))];
+        let phase = phase(self.function, phase_name)?;
+        let shape = shape(self.function, [tp, batch, isl, osl], moe)?;
+        Ok(Some(StepCall { model, db, phase, shape }))
+    }
+
+    /// The result column as the function returns it: a scalar for a batch of scalars.
+    pub fn finish(&self, array: ArrayRef) -> Result<ColumnarValue> {
+        Ok(if self.scalar {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
+        } else {
+            ColumnarValue::Array(array)
+        })
+    }
 }

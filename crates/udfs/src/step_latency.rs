@@ -6,19 +6,17 @@ use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::Float64Builder;
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{Result, ScalarValue, exec_err};
+use datafusion::common::Result;
 use datafusion::logical_expr::{ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature};
 
 use aicsql_tables::DataTree;
-use aicsql_tables::step::{StepError, StepModel};
+use aicsql_tables::step::StepError;
 
-use crate::args::{Int, Text};
 use crate::config::{AicOptions, OnMiss};
-use crate::database::resolve;
 use crate::errors::step_error;
-use crate::step_args::{coerce_step, phase, shape, step_signature};
+use crate::step_args::{StepCalls, coerce_step, step_signature};
+use crate::step_models::Models;
 use crate::{DOC_SECTION_AICSQL, SharedTree};
-use aicsql_tables::sources::GEMM_FILE;
 
 const NAME: &str = "step_latency";
 
@@ -31,45 +29,6 @@ pub struct StepLatency {
 impl StepLatency {
     pub fn new(tree: Arc<DataTree>) -> Self {
         Self { tree: SharedTree(tree), signature: step_signature() }
-    }
-}
-
-/// The models of one batch, resolved once per distinct (model, db) pair.
-struct Models<'a> {
-    tree: &'a DataTree,
-    options: &'a AicOptions,
-    entries: Vec<(String, String, String, StepModel<'a>)>,
-    last: usize,
-}
-
-impl<'a> Models<'a> {
-    /// The model for `(model, db)`, and the resolved database name.
-    fn get(&mut self, model: &str, db: &str) -> Result<(&mut StepModel<'a>, &str)> {
-        let hit = |e: &(String, String, String, StepModel)| e.0 == model && e.1 == db;
-        let index = match self.entries.get(self.last).filter(|e| hit(e)) {
-            Some(_) => self.last,
-            None => match self.entries.iter().position(hit) {
-                Some(i) => i,
-                None => {
-                    let database = resolve(NAME, self.tree, &GEMM_FILE, db, self.options)?;
-                    let name = database.name();
-                    let step = StepModel::new(
-                        self.tree,
-                        model,
-                        &database.system,
-                        &database.backend,
-                        &database.version,
-                        self.options.shared_layer,
-                    )
-                    .map_err(|e| step_error(NAME, model, &name, e))?;
-                    self.entries.push((model.to_string(), db.to_string(), name, step));
-                    self.entries.len() - 1
-                }
-            },
-        };
-        self.last = index;
-        let entry = &mut self.entries[index];
-        Ok((&mut entry.3, entry.2.as_str()))
     }
 }
 
@@ -92,45 +51,22 @@ impl ScalarUDFImpl for StepLatency {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
-        let values = &args.args;
-        if values.len() != 7 && values.len() != 9 {
-            return exec_err!("{NAME} takes 7 or 9 arguments, got {}", values.len());
-        }
-        let texts = [Text::new(NAME, 1, &values[0])?, Text::new(NAME, 2, &values[1])?, Text::new(NAME, 3, &values[2])?];
-        let ints: Vec<Int> =
-            values[3..].iter().enumerate().map(|(i, v)| Int::new(NAME, i + 4, v)).collect::<Result<_>>()?;
-        let mut models = Models { tree: &self.tree, options: &options, entries: Vec::new(), last: 0 };
-        let rows = args.number_rows;
-        let scalar = values.iter().all(|v| matches!(v, ColumnarValue::Scalar(_)));
-        let mut out = Float64Builder::with_capacity(if scalar { 1 } else { rows });
-        for row in 0..if scalar { 1 } else { rows } {
-            let (Some(model), Some(db), Some(phase_name)) = (texts[0].get(row), texts[1].get(row), texts[2].get(row))
-            else {
+        let calls = StepCalls::new(NAME, &args.args, args.number_rows)?;
+        let mut models = Models::new(NAME, &self.tree, &options);
+        let mut out = Float64Builder::with_capacity(calls.rows);
+        for row in 0..calls.rows {
+            let Some(call) = calls.get(row)? else {
                 out.append_null();
                 continue;
             };
-            let (Some(tp), Some(batch), Some(isl), Some(osl)) =
-                (ints[0].get(row), ints[1].get(row), ints[2].get(row), ints[3].get(row))
-            else {
-                out.append_null();
-                continue;
-            };
-            let moe = [ints.get(4).and_then(|i| i.get(row)), ints.get(5).and_then(|i| i.get(row))];
-            let phase = phase(NAME, phase_name)?;
-            let shape = shape(NAME, [tp, batch, isl, osl], moe)?;
-            let (step, db_name) = models.get(model, db)?;
-            match step.latency(phase, &shape) {
+            let (step, db_name) = models.get(call.model, call.db)?;
+            match step.latency(call.phase, &call.shape) {
                 Ok(ms) => out.append_value(ms),
                 Err(StepError::Miss { .. }) if options.on_miss == OnMiss::Null => out.append_null(),
-                Err(e) => return Err(step_error(NAME, model, db_name, e)),
+                Err(e) => return Err(step_error(NAME, call.model, db_name, e)),
             }
         }
-        let array = out.finish();
-        Ok(if scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
-        } else {
-            ColumnarValue::Array(Arc::new(array))
-        })
+        calls.finish(Arc::new(out.finish()))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

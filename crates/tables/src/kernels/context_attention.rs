@@ -3,17 +3,16 @@
 //! blended in sqrt space along seq (docs/spec 4.4, 7.1, 8.2). No SOL clamp.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use crate::cache::db_key;
+use crate::cache::{DbKey, Slots, TableCache};
 use crate::columns::{Col, scan};
 use crate::discovery::DataTree;
 use crate::error::Result;
 use crate::grid::{Grid, GridConfig, GridPath};
-use crate::kernels::{KernelMiss, system_constants};
+use crate::kernels::{DatabaseTable, KernelMiss, Origin, system_constants};
 use crate::modes::{FmhaQuant, KvQuant};
 use crate::op_sol::OpSol;
-use crate::sources::{CONTEXT_ATTENTION_FILE, TableSource, plan};
+use crate::sources::{CONTEXT_ATTENTION_FILE, plan};
 
 /// Sqrt blend on the seq axis (axis 1 of num_heads, seq, batch), `k_tail = 1`.
 const CONFIG: GridConfig = GridConfig { sqrt_axis: Some(1), k_tail: 1 };
@@ -31,8 +30,7 @@ struct Slice {
 /// The context-attention table of one database.
 #[derive(Debug)]
 pub struct ContextAttentionTable {
-    db: String,
-    sources: Vec<TableSource>,
+    origin: Origin,
     slices: HashMap<Slice, Grid<3>>,
     /// For each kv dtype, the attn dtypes that have rows under it (FMHA guard, docs/spec 3.2).
     fmha_by_kv: Vec<(KvQuant, Vec<FmhaQuant>)>,
@@ -64,8 +62,16 @@ const WINDOW_SIZE: Col = Col::int("window_size").optional();
 const COLUMNS: [Col; 9] =
     [ATTN_DTYPE, KV_CACHE_DTYPE, BATCH_SIZE, ISL, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, WINDOW_SIZE, Col::LATENCY];
 
-impl ContextAttentionTable {
-    pub fn load(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Self> {
+impl DatabaseTable for ContextAttentionTable {
+    fn slots(cache: &TableCache) -> &Slots<(DbKey, bool), Self> {
+        &cache.context_attention
+    }
+
+    fn origin(&self) -> &Origin {
+        &self.origin
+    }
+
+    fn load(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Self> {
         let mut sources = plan(tree, &CONTEXT_ATTENTION_FILE, system, backend, version, shared_layer)?;
         let (_, sol, _) = system_constants(tree, system)?;
         let mut slices: HashMap<Slice, Grid<3>> = HashMap::new();
@@ -99,38 +105,24 @@ impl ContextAttentionTable {
             })?;
             source.new_keys = added;
         }
-        Ok(ContextAttentionTable { db: format!("{system}/{backend}/{version}"), sources, slices, fmha_by_kv, sol })
-    }
-
-    /// The process-wide shared table, loaded on first use.
-    pub fn cached(
-        tree: &DataTree,
-        system: &str,
-        backend: &str,
-        version: &str,
-        shared_layer: bool,
-    ) -> Result<Arc<Self>> {
-        tree.cache().context_attention.get((db_key(system, backend, version), shared_layer), || {
-            Self::load(tree, system, backend, version, shared_layer)
+        Ok(ContextAttentionTable {
+            origin: Origin { db: format!("{system}/{backend}/{version}"), sources },
+            slices,
+            fmha_by_kv,
+            sol,
         })
     }
+}
 
+impl ContextAttentionTable {
     /// The attn dtypes that have rows under `kv` (empty if none).
     pub fn fmha_modes_for_kv(&self, kv: KvQuant) -> &[FmhaQuant] {
         self.fmha_by_kv.iter().find(|(k, _)| *k == kv).map(|(_, m)| m.as_slice()).unwrap_or(&[])
     }
 
-    pub fn sources(&self) -> &[TableSource] {
-        &self.sources
-    }
-
-    pub fn db(&self) -> &str {
-        &self.db
-    }
-
     /// The table value `A` of docs/spec 8.2 step 1 (without the op's extras).
     pub fn query(&self, q: &CtxAttnQuery) -> Result<(f64, GridPath), KernelMiss> {
-        let miss = |reason: String| KernelMiss::new(&self.db, CONTEXT_ATTENTION_FILE.file, reason);
+        let miss = |reason: String| KernelMiss::new(&self.origin.db, CONTEXT_ATTENTION_FILE.file, reason);
         if q.n_kv > q.n {
             return Err(miss(format!("n_kv must be less than or equal to n (n={}, n_kv={})", q.n, q.n_kv)));
         }
@@ -151,7 +143,7 @@ impl ContextAttentionTable {
         };
         let (latency, path) = grid.resolve([q.n, full, q.b], CONFIG, &sol_at).map_err(|m| {
             KernelMiss::grid(
-                &self.db,
+                &self.origin.db,
                 CONTEXT_ATTENTION_FILE.file,
                 m,
                 &format!("{{'num_heads': {}, 'seq_len': {full}, 'batch': {}}}", q.n, q.b),

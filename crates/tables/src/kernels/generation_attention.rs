@@ -6,17 +6,16 @@
 //! spread over `[0.9 s, 1.1 s]` (8.3).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use crate::cache::db_key;
+use crate::cache::{DbKey, Slots, TableCache};
 use crate::columns::{Col, scan};
 use crate::discovery::DataTree;
 use crate::error::Result;
 use crate::grid::{Grid, GridConfig, GridPath};
-use crate::kernels::{KernelMiss, system_constants};
+use crate::kernels::{DatabaseTable, KernelMiss, Origin, system_constants};
 use crate::modes::KvQuant;
 use crate::op_sol::OpSol;
-use crate::sources::{GENERATION_ATTENTION_FILE, TableSource, plan};
+use crate::sources::{GENERATION_ATTENTION_FILE, plan};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Slice {
@@ -29,8 +28,7 @@ struct Slice {
 /// The generation-attention table of one database.
 #[derive(Debug)]
 pub struct GenerationAttentionTable {
-    db: String,
-    sources: Vec<TableSource>,
+    origin: Origin,
     slices: HashMap<Slice, Grid<3>>,
     sol: OpSol,
 }
@@ -85,8 +83,16 @@ pub(crate) fn sample_points(s: i64) -> [i64; 5] {
     std::array::from_fn(|j| s_min + ((s_max - s_min) * j as i64).div_euclid(4))
 }
 
-impl GenerationAttentionTable {
-    pub fn load(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Self> {
+impl DatabaseTable for GenerationAttentionTable {
+    fn slots(cache: &TableCache) -> &Slots<(DbKey, bool), Self> {
+        &cache.generation_attention
+    }
+
+    fn origin(&self) -> &Origin {
+        &self.origin
+    }
+
+    fn load(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Self> {
         let mut sources = plan(tree, &GENERATION_ATTENTION_FILE, system, backend, version, shared_layer)?;
         let (_, sol, _) = system_constants(tree, system)?;
         let mut slices: HashMap<Slice, Grid<3>> = HashMap::new();
@@ -133,37 +139,22 @@ impl GenerationAttentionTable {
                 }
             });
         }
-        Ok(GenerationAttentionTable { db: format!("{system}/{backend}/{version}"), sources, slices, sol })
-    }
-
-    /// The process-wide shared table, loaded on first use.
-    pub fn cached(
-        tree: &DataTree,
-        system: &str,
-        backend: &str,
-        version: &str,
-        shared_layer: bool,
-    ) -> Result<Arc<Self>> {
-        tree.cache().generation_attention.get((db_key(system, backend, version), shared_layer), || {
-            Self::load(tree, system, backend, version, shared_layer)
+        Ok(GenerationAttentionTable {
+            origin: Origin { db: format!("{system}/{backend}/{version}"), sources },
+            slices,
+            sol,
         })
     }
+}
 
-    pub fn sources(&self) -> &[TableSource] {
-        &self.sources
-    }
-
-    pub fn db(&self) -> &str {
-        &self.db
-    }
-
+impl GenerationAttentionTable {
     /// Mean of the five grid lookups around `q.s` (`sum / 5`, left to right).
     pub fn query(&self, q: &GenAttnQuery) -> Result<GenAttnResult, KernelMiss> {
         let kv_key = if q.n_kv != q.n { q.n_kv } else { 0 };
         let slice = Slice { kv: q.kv, kv_key, head_dim: q.head_size, window: q.window };
         let Some(grid) = self.slices.get(&slice) else {
             return Err(KernelMiss::new(
-                &self.db,
+                &self.origin.db,
                 GENERATION_ATTENTION_FILE.file,
                 format!(
                     "no data for kv={}, n_kv key={kv_key}, head_size={}, window_size={}",
@@ -182,7 +173,7 @@ impl GenerationAttentionTable {
         for (slot, &s_j) in samples.iter_mut().zip(&points) {
             let (latency, path) = grid.resolve([q.n, q.b, s_j], GridConfig::RAW, &sol_at).map_err(|m| {
                 KernelMiss::grid(
-                    &self.db,
+                    &self.origin.db,
                     GENERATION_ATTENTION_FILE.file,
                     m,
                     &format!("{{'num_heads': {}, 'batch': {}, 'seq_len': {s_j}}}", q.n, q.b),

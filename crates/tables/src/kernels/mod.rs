@@ -11,11 +11,14 @@ mod nccl;
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use crate::cache::{DbKey, Slots, TableCache, db_key};
 use crate::discovery::DataTree;
 use crate::error::{Result, TablesError};
 use crate::grid::GridMiss;
 use crate::op_sol::OpSol;
+use crate::sources::TableSource;
 use crate::system::{SystemSpec, system_spec};
 
 pub use allreduce::AllReduceTable;
@@ -23,6 +26,44 @@ pub use context_attention::{ContextAttentionTable, CtxAttnQuery};
 pub use generation_attention::{GenAttnQuery, GenAttnResult, GenerationAttentionTable};
 pub use moe::{MoeQuery, MoeShape, MoeTable};
 pub use nccl::NcclTable;
+
+/// Where a kernel table of one database came from: the database and the
+/// sources its rows were taken from, in union order.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    /// `system/backend/version`.
+    pub db: String,
+    pub sources: Vec<TableSource>,
+}
+
+/// A kernel table of one database and shared-layer mode: loaded from its
+/// sources on first use, then shared through the tree's cache by every
+/// caller and thread that holds the tree.
+pub trait DatabaseTable: Sized {
+    /// This kind's slots in the tree's cache.
+    fn slots(cache: &TableCache) -> &Slots<(DbKey, bool), Self>;
+
+    fn origin(&self) -> &Origin;
+
+    /// Reads the table's sources (no cache).
+    fn load(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Self>;
+
+    /// The tree's shared table, loaded on first use.
+    fn cached(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Arc<Self>> {
+        Self::slots(tree.cache()).get((db_key(system, backend, version), shared_layer), || {
+            Self::load(tree, system, backend, version, shared_layer)
+        })
+    }
+
+    /// `system/backend/version`.
+    fn db(&self) -> &str {
+        &self.origin().db
+    }
+
+    fn sources(&self) -> &[TableSource] {
+        &self.origin().sources
+    }
+}
 
 /// Why a kernel-table lookup has no answer. The spec raises
 /// `PerfDataNotAvailableError` in each case; the message says which slice

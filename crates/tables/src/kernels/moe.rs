@@ -4,17 +4,16 @@
 //! kernel form a separate low-latency table. No SOL clamp.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use crate::cache::db_key;
+use crate::cache::{DbKey, Slots, TableCache};
 use crate::columns::{Col, scan};
 use crate::discovery::DataTree;
 use crate::error::Result;
 use crate::grid::{Grid, GridConfig, GridPath};
-use crate::kernels::{KernelMiss, system_constants};
+use crate::kernels::{DatabaseTable, KernelMiss, Origin, system_constants};
 use crate::modes::MoeQuant;
 use crate::op_sol::OpSol;
-use crate::sources::{MOE_FILE, TableSource, plan};
+use crate::sources::{MOE_FILE, plan};
 
 const LOW_LATENCY_KERNEL: &str = "moe_torch_flow_min_latency";
 /// The distribution a query falls back to when the model's is absent.
@@ -44,8 +43,7 @@ struct Kernel {
 /// The MoE table of one database.
 #[derive(Debug)]
 pub struct MoeTable {
-    db: String,
-    sources: Vec<TableSource>,
+    origin: Origin,
     names: Vec<String>,
     default: Kernel,
     low_latency: Kernel,
@@ -111,8 +109,16 @@ fn intern(names: &mut Vec<String>, name: &str) -> u16 {
     }
 }
 
-impl MoeTable {
-    pub fn load(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Self> {
+impl DatabaseTable for MoeTable {
+    fn slots(cache: &TableCache) -> &Slots<(DbKey, bool), Self> {
+        &cache.moe
+    }
+
+    fn origin(&self) -> &Origin {
+        &self.origin
+    }
+
+    fn load(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Self> {
         let mut sources = plan(tree, &MOE_FILE, system, backend, version, shared_layer)?;
         let (_, sol, _) = system_constants(tree, system)?;
         let mut names: Vec<String> = Vec::new();
@@ -156,30 +162,17 @@ impl MoeTable {
             })?;
             source.new_keys = added;
         }
-        Ok(MoeTable { db: format!("{system}/{backend}/{version}"), sources, names, default, low_latency, sol })
-    }
-
-    /// The process-wide shared table, loaded on first use.
-    pub fn cached(
-        tree: &DataTree,
-        system: &str,
-        backend: &str,
-        version: &str,
-        shared_layer: bool,
-    ) -> Result<Arc<Self>> {
-        tree.cache().moe.get((db_key(system, backend, version), shared_layer), || {
-            Self::load(tree, system, backend, version, shared_layer)
+        Ok(MoeTable {
+            origin: Origin { db: format!("{system}/{backend}/{version}"), sources },
+            names,
+            default,
+            low_latency,
+            sol,
         })
     }
+}
 
-    pub fn sources(&self) -> &[TableSource] {
-        &self.sources
-    }
-
-    pub fn db(&self) -> &str {
-        &self.db
-    }
-
+impl MoeTable {
     fn id(&self, name: &str) -> Option<u16> {
         self.names.iter().position(|n| n == name).map(|i| i as u16)
     }
@@ -192,7 +185,7 @@ impl MoeTable {
     /// The latency of the fused experts for `q.num_tokens` tokens.
     pub fn query(&self, query: &MoeQuery) -> Result<(f64, GridPath), KernelMiss> {
         let (q, num_tokens) = (&query.shape, query.num_tokens);
-        let miss = |reason: String| KernelMiss::new(&self.db, MOE_FILE.file, reason);
+        let miss = |reason: String| KernelMiss::new(&self.origin.db, MOE_FILE.file, reason);
         let kernel = if query.low_latency { &self.low_latency } else { &self.default };
         let describe = || {
             format!(
@@ -242,7 +235,8 @@ impl MoeTable {
                 q.gated,
             )
         };
-        grid.resolve([num_tokens], GridConfig::RAW, &sol_at)
-            .map_err(|m| KernelMiss::grid(&self.db, MOE_FILE.file, m, &format!("{{'num_tokens': {num_tokens}}}")))
+        grid.resolve([num_tokens], GridConfig::RAW, &sol_at).map_err(|m| {
+            KernelMiss::grid(&self.origin.db, MOE_FILE.file, m, &format!("{{'num_tokens': {num_tokens}}}"))
+        })
     }
 }

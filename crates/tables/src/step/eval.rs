@@ -9,8 +9,8 @@ use crate::error::{ErrorClass, TablesError};
 use crate::gemm::GemmTable;
 use crate::grid::GridPath;
 use crate::kernels::{
-    AllReduceTable, ContextAttentionTable, CtxAttnQuery, GenAttnQuery, GenerationAttentionTable, KernelMiss, MoeQuery,
-    MoeShape, MoeTable, NcclTable,
+    AllReduceTable, ContextAttentionTable, CtxAttnQuery, DatabaseTable, GenAttnQuery, GenerationAttentionTable,
+    KernelMiss, MoeQuery, MoeShape, MoeTable, NcclTable,
 };
 use crate::modes::MoeQuant;
 use crate::op_sol::OpSol;
