@@ -232,7 +232,7 @@ def test_worked_example():
         (("Qwen/Qwen3-32B", "h200_sxm/vllm/0.19.0", "context", 3, 1, 1024, 128), "tp = 3 does not divide the 64"),
         (("Qwen/Qwen3-32B", "h200_sxm/vllm/0.19.0", "prefill", 8, 1, 1024, 128), "unknown phase 'prefill'"),
         (("Qwen/Qwen3-32B", "h200_sxm/vllm/0.0.1", "context", 8, 1, 1024, 128),
-         "no gemm table for h200_sxm/vllm/0.0.1"),
+         "unknown database h200_sxm/vllm/0.0.1"),
         (("Qwen/Qwen3-32B", "nosystem/vllm/0.19.0", "context", 8, 1, 1024, 128), "unknown system 'nosystem'"),
         (("Qwen/Qwen3-32B", "h200_sxm/vllm/0.19.0", "context", 8, 0, 1024, 128), "batch = 0"),
         (("Qwen/Qwen3-30B-A3B", "h200_sxm/vllm/0.19.0", "context", 4, 1, 1024, 128), "give moe_tp and/or moe_ep"),

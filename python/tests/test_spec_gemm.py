@@ -220,7 +220,9 @@ def test_unknown_database_lists_valid():
     assert "unknown system 'h999'" in str(e.value) and "h200_sxm" in str(e.value) and "a100_sxm" in str(e.value)
     with pytest.raises(ValueError) as e:
         gemm_latency("h200_sxm/vllm/0.0.1", "fp8", 1, 1280, 5120)
-    assert "0.0.1" in str(e.value) and "versions: 0.14.0, 0.18.0, 0.19.0, 0.24.0" in str(e.value)
+    # The spec's database set (families_hybrid_vl_databases.md 4.2): marker-only
+    # 0.22.0 and kda-only 0.1.dev19262 are databases too; plain string order.
+    assert "0.0.1" in str(e.value) and "versions: 0.1.dev19262, 0.14.0, 0.18.0, 0.19.0, 0.22.0, 0.24.0" in str(e.value)
     with pytest.raises(ValueError) as e:
         gemm_latency("h200_sxm/tensorflow", "fp8", 1, 1280, 5120)
     assert "'tensorflow'" in str(e.value) and "sglang, trtllm, vllm" in str(e.value)
@@ -309,9 +311,11 @@ def test_database_settings_and_latest():
             settings(**extra), pa.array([db]), pa.array(["fp8_block"]), pa.array([1]), pa.array([1280]), pa.array([5120])
         )
         assert out.to_pylist() == [want]
-    # 'latest' = newest PEP 440 version with a GEMM table.
+    # 'latest' is the spec's (families_hybrid_vl_databases.md 4.4): marker-only
+    # versions excluded (vllm 0.22.0), its own version key; 1.3.0rc23 holds no
+    # GEMM file but is a database (moe/, msa/ dirs) priced by the shared layer.
     assert open_tree().resolve("h200_sxm", "vllm", "latest").version == "0.24.0"
-    assert open_tree().resolve("h200_sxm/trtllm", "", "latest").version == "1.3.0rc20"
+    assert open_tree().resolve("h200_sxm/trtllm", "", "latest").version == "1.3.0rc23"
     latest = gemm_latency_batch(
         settings(backend="vllm"), pa.array(["h200_sxm"]), pa.array(["bfloat16"]), pa.array([64]), pa.array([4096]), pa.array([4096])
     )
@@ -393,10 +397,13 @@ def test_pep440_order():
     ]
 
 
-def test_partial_versions_are_skipped_in_either_form(tmp_path):
-    """Whole-dir and per-table `status: partial` keep an older version out
-    of the union; the requested version's own file always counts (the Rust
-    path has the same test in crates/tables/src/sources.rs)."""
+def test_partial_version_dirs_follow_the_spec(tmp_path):
+    """A version dir is partial when its collection_meta.yaml marks *any* table
+    partial (the whole dir is skipped, for every table); a top-level `status`
+    is not read; a partial family dir of the requested version is skipped even
+    as its primary (docs/spec/families_hybrid_vl_databases.md 4.2, 4.3 (1))."""
+    (tmp_path / "systems").mkdir()
+    (tmp_path / "systems" / "h200_sxm.yaml").write_text("data_dir: data/h200_sxm\n")
     base = tmp_path / "systems" / "data" / "h200_sxm" / "gemm" / "vllm"
     metas = {
         "1.0.0": "status: partial\n",
@@ -412,7 +419,10 @@ def test_partial_versions_are_skipped_in_either_form(tmp_path):
             (base / version / "collection_meta.yaml").write_text(meta)
     tree = DataTree([str(tmp_path)])
     got = [f.version for f in gemm_sources(tree, Database("h200_sxm", "vllm", "1.0.0"), shared_layer=True)]
-    assert got == ["1.0.0", "0.7.0", "0.6.0"]
+    assert got == ["1.0.0", "0.9.0", "0.6.0"]
+    got = [f.version for f in gemm_sources(tree, Database("h200_sxm", "vllm", "0.8.0"), shared_layer=True)]
+    assert got == ["0.6.0"]
+    assert [db.version for db in tree.databases()] == ["0.6.0", "0.9.0", "1.0.0"]
 
 
 def test_the_python_path_imports_without_datafusion_or_the_compiled_module():

@@ -1,11 +1,10 @@
-"""Finding the perf data: data roots, releases, GEMM files and system yamls.
+"""Finding the perf data: data roots, releases, the merged tree and the
+database set.
 
 A *data root* is a directory holding ``systems/data/`` -- the
 ``aiconfigurator/`` or ``aiconfigurator_core/`` folder of an unpacked wheel.
 The fetch step unpacks each release beside a ``RELEASE`` marker file
-(``aiconfigurator-core==0.12.0``). Where several roots carry the same
-(system, backend, version) GEMM file, or the same ``systems/<system>.yaml``,
-the root that ranks first serves it:
+(``aiconfigurator-core==0.12.0``). Roots are ranked, best first:
 
 1. a tree without release metadata (a user's own data) beats published data;
 2. among published releases, the higher PEP 440 version of the release wins
@@ -14,17 +13,19 @@ the root that ranks first serves it:
 3. ties go to the earlier mount (order of the ``data`` argument, then
    directory name order inside it).
 
-Both layouts are recognised: legacy ``systems/data/<system>/<backend>/<version>/``
-and family ``systems/data/<system>/<family>/<backend>/<version>/`` (for a
-given system the first family directory in name order holding the file wins,
-docs/spec 4.1 / 11.10; ``gemm_perf.parquet`` only ever lives in ``gemm``).
+The roots' ``systems/`` directories are read as one merged tree
+(`aicsql.spec.layout.Overlay`: a file at a relative path comes from the best
+root holding it), which is how the spec's goldens were computed
+(docs/spec/families_hybrid_vl_databases.md 4.1). Both layouts live in it:
+legacy ``data/<system>/<backend>/<version>/`` (the 0.10.0 wheel) and family
+``data/<system>/<family>/<backend>/<version>/`` (0.12.0).
 
-A *database* is ``system/backend/version``; it has a GEMM table when some
-root holds its own ``gemm_perf.parquet``, or when its version directory
-declares the table in a ``reuse.yaml`` without holding the file (e.g.
-``gb200/trtllm/1.3.0rc23``, whose GEMM table reuses 1.3.0rc20): the shared
-layer then serves it from the donors. ``latest`` only considers versions
-with a file of their own.
+A *database* is ``system/backend/version`` as the spec's discovery lists it
+(`aicsql.spec.catalog`, 124 on the published data): versions that only
+declare reuse are databases whose tables come from the shared layer; partial
+dirs, ``nccl`` / ``oneccl`` dirs and ``trtllm/1.3.0rc11`` are not.
+``latest`` is the spec's (marker-only versions excluded, its own version
+key). Which files make up a table is `aicsql.spec.sources`.
 
 Where the data is: the explicit ``data`` argument, else ``$AICSQL_DATA``, else
 ``$XDG_CACHE_HOME/aicsql``, else ``~/.cache/aicsql`` -- the same rule as the
@@ -111,20 +112,6 @@ class _Desc:
         return isinstance(other, _Desc) and self.key == other.key
 
 
-class GemmFile(NamedTuple):
-    """One ``gemm_perf.parquet`` and where it came from."""
-
-    system: str
-    backend: str
-    version: str
-    path: str
-    root: DataRoot
-
-    @property
-    def version_dir(self) -> str:
-        return os.path.dirname(self.path)
-
-
 class Database(NamedTuple):
     system: str
     backend: str
@@ -174,7 +161,8 @@ def _release_of(root: str) -> Tuple[str, Optional[pep440.Version]]:
 
 
 class DataTree:
-    """The mounted roots and the GEMM files / system yamls each database uses."""
+    """The mounted roots, seen as one merged tree (`overlay`), and the spec's
+    database set on it (`catalog`)."""
 
     def __init__(self, dirs: Iterable[str]):
         roots: List[DataRoot] = []
@@ -192,13 +180,10 @@ class DataTree:
                 roots.append(DataRoot(root, label, version, mount_index))
         # Stable sort: inside one mount, roots keep directory-name order.
         self.roots: List[DataRoot] = sorted(roots, key=DataRoot.rank)
-        self.gemm_files: Dict[Tuple[str, str, str], GemmFile] = {}
         self.system_yamls: Dict[str, str] = {}
         self.manifest_path: Optional[str] = None
         for root in self.roots:  # best first: the first root to offer a file serves it
             systems_dir = os.path.join(root.dir, "systems")
-            for system, backend, version, path in _gemm_files_of(os.path.join(systems_dir, "data")):
-                self.gemm_files.setdefault((system, backend, version), GemmFile(system, backend, version, path, root))
             for name in _listdir(systems_dir):
                 if name.endswith(".yaml") and os.path.isfile(os.path.join(systems_dir, name)):
                     self.system_yamls.setdefault(name[: -len(".yaml")], os.path.join(systems_dir, name))
@@ -207,79 +192,58 @@ class DataTree:
                 self.manifest_path = manifest
         self._yaml_cache: Dict[str, object] = {}
         self._lock = threading.Lock()
+        self._overlay = None
+        self._catalog = None
 
-    # ---- listings -----------------------------------------------------------
+    # ---- the merged tree and the database set -------------------------------
+
+    @property
+    def overlay(self):
+        """The roots' ``systems/`` dirs as one tree (`aicsql.spec.layout.Overlay`)."""
+        from .layout import Overlay
+
+        with self._lock:
+            if self._overlay is None:
+                self._overlay = Overlay([os.path.join(r.dir, "systems") for r in self.roots])
+            return self._overlay
+
+    @property
+    def catalog(self):
+        """The spec's database set on the merged tree (`aicsql.spec.catalog.Catalog`)."""
+        from .catalog import Catalog
+
+        overlay = self.overlay
+        with self._lock:
+            if self._catalog is None:
+                self._catalog = Catalog(overlay, self.read_yaml)
+            return self._catalog
+
+    # ---- listings (the spec's set, docs/spec/families_hybrid_vl_databases.md 4.2) ----
 
     def systems(self) -> List[str]:
-        return sorted({s for s, _, _ in self.gemm_files})
+        return sorted(self.catalog.databases())
 
     def backends(self, system: str) -> List[str]:
-        return sorted({b for s, b, _ in self.gemm_files if s == system})
+        return sorted(self.catalog.databases().get(system, {}))
 
     def versions(self, system: str, backend: str) -> List[str]:
-        """Versions with a GEMM file, ascending PEP 440 (unparseable names last)."""
-        return pep440.sort_versions(v for s, b, v in self.gemm_files if s == system and b == backend)
+        """The versions of (system, backend) that are databases, in the spec's (string) order."""
+        return self.catalog.versions(system, backend)
 
     def databases(self) -> List[Database]:
+        """The spec's databases (124 on the published data), system, backend, version order."""
         return [Database(s, b, v) for s in self.systems() for b in self.backends(s) for v in self.versions(s, b)]
 
-    def gemm_file(self, db: Database) -> Optional[GemmFile]:
-        return self.gemm_files.get((db.system, db.backend, db.version))
+    def latest(self, system: str, backend: str) -> Optional[str]:
+        """The spec's ``latest`` version (marker-only versions excluded, its own version key; 4.4)."""
+        return self.catalog.latest(system, backend)
 
-    def reuse_donors(
-        self,
-        system: str,
-        backend: str,
-        version: str,
-        table: str = "gemm_perf",
-        family: str = "gemm",
-        version_dir: Optional[str] = None,
-    ) -> List[str]:
-        """Donor versions a version dir's ``reuse.yaml`` declares for ``table``
-        (file stem, e.g. ``gemm_perf``), in file order; donors are versions of
-        the same system and backend (docs/spec 4.2).
+    def gemm_file(self, db: Database):
+        """The database's own admitted GEMM file (a `TableFile`), or None."""
+        from .sources import table_sources
 
-        ``version_dir`` is the dir of the database's own file of the table;
-        without one (a version that only reuses), the first ``reuse.yaml`` of
-        the version that declares donors for the table counts, best root
-        first, the table's family dir before the legacy version dir."""
-        if version_dir is not None:
-            candidates = [os.path.join(version_dir, "reuse.yaml")]
-        else:
-            candidates = []
-            for root in self.roots:
-                data = os.path.join(root.dir, "systems", "data", system)
-                candidates.append(os.path.join(data, family, backend, version, "reuse.yaml"))
-                candidates.append(os.path.join(data, backend, version, "reuse.yaml"))
-        for path in candidates:
-            if not os.path.isfile(path):
-                continue
-            donors = []
-            for entry in (self.read_yaml(path) or {}).get("reuse") or []:
-                if not isinstance(entry, dict) or entry.get("table") != table:
-                    continue
-                if "from_version" not in entry:
-                    raise ValueError(f"{path}: a {table} reuse entry has no from_version")
-                donors.append(str(entry["from_version"]))
-            if donors or version_dir is not None:
-                return donors
-        return []
-
-    def reuse_only_versions(self, system: str, backend: str) -> List[str]:
-        """Versions without a GEMM file of their own whose ``reuse.yaml``
-        declares GEMM donors, ascending PEP 440."""
-        found = set()
-        for root in self.roots:
-            data = os.path.join(root.dir, "systems", "data", system)
-            for parent in (os.path.join(data, "gemm", backend), os.path.join(data, backend)):
-                for version in _listdir(parent):
-                    if (system, backend, version) in self.gemm_files or version in found:
-                        continue
-                    if os.path.isfile(os.path.join(parent, version, "reuse.yaml")) and self.reuse_donors(
-                        system, backend, version
-                    ):
-                        found.add(version)
-        return pep440.sort_versions(found)
+        own = [f for f in table_sources(self, db, GEMM_FILE, shared_layer=False) if f.channel == "primary"]
+        return own[0] if own else None
 
     # ---- documents ----------------------------------------------------------
 
@@ -316,10 +280,7 @@ class DataTree:
             )
         system = parts[0]
         if system not in self.systems():
-            raise ValueError(
-                f"unknown system {system!r} in database {text!r}; systems with a gemm table: "
-                + ", ".join(self.systems())
-            )
+            raise ValueError(f"unknown system {system!r} in database {text!r}; systems: " + ", ".join(self.systems()))
         if len(parts) >= 2:
             backend = parts[1]
         elif not backend:
@@ -330,58 +291,23 @@ class DataTree:
         versions = self.versions(system, backend)
         if not versions:
             raise ValueError(
-                f"no gemm table for backend {backend!r} on {system} (database {text!r}); backends: "
+                f"no database for backend {backend!r} on {system} (database {text!r}); backends: "
                 + ", ".join(self.backends(system))
             )
         wanted = parts[2] if len(parts) == 3 else (version or "latest")
         if wanted == "latest":
-            return Database(system, backend, latest(versions))
-        if wanted not in versions:
-            reusing = self.reuse_only_versions(system, backend)
-            if wanted not in reusing:
-                listed = versions + [f"{v} (reuses)" for v in reusing]
+            newest = self.latest(system, backend)
+            if newest is None:
                 raise ValueError(
-                    f"no gemm table for {system}/{backend}/{wanted} (database {text!r}); versions: " + ", ".join(listed)
+                    f"{system}/{backend} has no latest version (database {text!r}): every version only reuses "
+                    "other versions' tables; versions: " + ", ".join(versions)
                 )
+            return Database(system, backend, newest)
+        if wanted not in versions:
+            raise ValueError(
+                f"unknown database {system}/{backend}/{wanted} (database {text!r}); versions: " + ", ".join(versions)
+            )
         return Database(system, backend, wanted)
-
-
-def latest(versions: List[str]) -> str:
-    """The newest PEP 440 version among names (the last parseable one in PEP 440 order)."""
-    parseable = [v for v in versions if pep440.parse(v) is not None]
-    if parseable:
-        return max(parseable, key=lambda v: (pep440.parse(v)._key, v))
-    return max(versions)
-
-
-def _gemm_files_of(data_dir: str):
-    """(system, backend, version, path) for every GEMM file under one root's systems/data."""
-    for system in _listdir(data_dir):
-        system_dir = os.path.join(data_dir, system)
-        if not os.path.isdir(system_dir):
-            continue
-        seen = set()
-        legacy = []
-        family = []
-        for first in _listdir(system_dir):
-            first_dir = os.path.join(system_dir, first)
-            if not os.path.isdir(first_dir):
-                continue
-            for second in _listdir(first_dir):
-                second_dir = os.path.join(first_dir, second)
-                if os.path.isfile(os.path.join(second_dir, GEMM_FILE)):
-                    # legacy: <system>/<backend>/<version>/gemm_perf.parquet
-                    legacy.append((first, second, os.path.join(second_dir, GEMM_FILE)))
-                elif os.path.isdir(second_dir):
-                    # family: <system>/<family>/<backend>/<version>/gemm_perf.parquet
-                    for third in _listdir(second_dir):
-                        path = os.path.join(second_dir, third, GEMM_FILE)
-                        if os.path.isfile(path):
-                            family.append((second, third, path))
-        for backend, version, path in family + legacy:
-            if (backend, version) not in seen:  # first family dir (name order) wins
-                seen.add((backend, version))
-                yield system, backend, version, path
 
 
 _TREES: Dict[Tuple[str, ...], DataTree] = {}

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import os
 import statistics
 import threading
 from typing import Dict, List, NamedTuple, Optional, Tuple
@@ -40,8 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import pep440
-from .data import GEMM_FILE, Database, DataTree, GemmFile
+from .data import GEMM_FILE, Database, DataTree
+from .sources import TableFile, primary_path, read_columns, table_sources
 from .sol import GEMM_QUANTS, QuantMode, SystemSpec, gemm_sol
 
 __all__ = [
@@ -68,6 +67,7 @@ _RANKED_MEMO = 64
 _COVER_MEMO = 65536
 
 # Short miss reasons (the `reason` of a trace's `miss` row).
+MISS_TABLE = "no source of the database holds a GEMM table"
 MISS_QUANT = "the database has no GEMM data for this quant mode"
 MISS_DISTANCE = "no site within max_site_distance"
 MISS_NEIGHBOURS = "no neighbouring site gave a usable latency"
@@ -444,89 +444,42 @@ class GemmSlice:
 # ---- loading ------------------------------------------------------------------------
 
 _FILE_COLUMNS = ["gemm_dtype", "m", "n", "k", "latency"]
-_FILES: Dict[str, pa.Table] = {}
+_FILES: Dict[Tuple[str, Optional[frozenset]], pa.Table] = {}
 _FILES_LOCK = threading.Lock()
 
 
-def _read_file(path: str) -> pa.Table:
-    """A GEMM parquet file's columns, read once per process."""
+def _read_file(f: TableFile) -> pa.Table:
+    """A GEMM source's columns (a cross-backend source: only its kernel
+    sources' rows), read once per process."""
+    key = (f.path, f.kernel_sources)
     with _FILES_LOCK:
-        table = _FILES.get(path)
+        table = _FILES.get(key)
     if table is None:
-        table = pq.read_table(path, columns=_FILE_COLUMNS)
+        if f.kernel_sources is None:
+            table = pq.read_table(f.path, columns=_FILE_COLUMNS)
+        else:
+            table = pa.table(read_columns(f, _FILE_COLUMNS))
         with _FILES_LOCK:
-            _FILES.setdefault(path, table)
+            _FILES.setdefault(key, table)
     return table
 
 
-def _is_partial(tree: DataTree, version_dir: str) -> bool:
-    """Whether collection_meta.yaml marks the dir (or its gemm table) `status: partial`."""
-    path = os.path.join(version_dir, "collection_meta.yaml")
-    if not os.path.isfile(path):
-        return False
-    doc = tree.read_yaml(path) or {}
-    if doc.get("status") == "partial":
-        return True
-    table = (doc.get("tables") or {}).get(GEMM_FILE[: -len(".parquet")]) or {}
-    return isinstance(table, dict) and table.get("status") == "partial"
+def gemm_sources(tree: DataTree, db: Database, shared_layer: bool = True) -> List[TableFile]:
+    """The files of a database's GEMM table, in priority order: the spec's
+    source union (`aicsql.spec.sources`, docs/spec 4.2).
 
-
-def _reuse_donors(tree: DataTree, db: Database, own: Optional[GemmFile]) -> List[GemmFile]:
-    """Donors declared for the GEMM table in the version dir's reuse.yaml, in
-    file order; donors without a GEMM file are skipped."""
-    versions = tree.reuse_donors(db.system, db.backend, db.version, version_dir=own.version_dir if own else None)
-    donors = [tree.gemm_files.get((db.system, db.backend, v)) for v in versions]
-    return [d for d in donors if d is not None]
-
-
-def _check_cross_backend(tree: DataTree, db: Database) -> None:
-    """Spec 4.2 channel 4 (rows of other backends whose kernel_source the
-    manifest lists with both backends as consumers). No GEMM manifest entry
-    of the published data lists two frameworks, so the channel adds nothing;
-    should one appear, refuse rather than silently differ from the spec."""
-    for group in tree.manifest().get("groups") or []:
-        if not isinstance(group, dict) or group.get("op_file") != GEMM_FILE:
-            continue
-        frameworks = group.get("frameworks") or []
-        if db.backend in frameworks and len(frameworks) > 1:
-            raise NotImplementedError(
-                f"op_kernel_source_manifest.yaml shares gemm kernel_source {group.get('kernel_source')!r} "
-                f"between {frameworks}; the cross-backend shared-layer channel is not implemented in aicsql.spec"
-            )
-
-
-def gemm_sources(tree: DataTree, db: Database, shared_layer: bool = True) -> List[GemmFile]:
-    """The files of a database's GEMM table, in priority order (docs/spec 4.2)."""
-    own = tree.gemm_file(db)
-    sources = [own] if own is not None else []
-    if own is None:
-        donors = tree.reuse_donors(db.system, db.backend, db.version)
-        if not donors:
-            raise ValueError(f"no gemm table for {db.name}")
-        if not shared_layer:
+    With the shared layer off, a version that holds no GEMM file but declares
+    GEMM donors in a ``reuse.yaml`` is refused with a ValueError saying so
+    (its table exists only through the shared layer); any other database
+    without a file has an empty table, whose lookups miss."""
+    sources = table_sources(tree, db, GEMM_FILE, shared_layer)
+    if not shared_layer and not sources:
+        donors = [f.version for f in table_sources(tree, db, GEMM_FILE, True) if f.channel == "declared"]
+        if donors:
             raise ValueError(
                 f"database '{db.name}' has no GEMM file of its own; its gemm_perf reuses "
                 f"{', '.join(donors)} (enable the shared layer)"
             )
-    if not shared_layer:
-        return sources
-    for donor in _reuse_donors(tree, db, own):
-        if donor not in sources and not _is_partial(tree, donor.version_dir):
-            sources.append(donor)
-    requested = pep440.parse(db.version)
-    if requested is not None:
-        older = []
-        for version in tree.versions(db.system, db.backend):
-            parsed = pep440.parse(version)
-            if parsed is None or not parsed < requested:
-                continue  # unparseable names are skipped; newer versions never used
-            older.append((parsed, version))
-        older.sort(key=lambda pair: pair[0], reverse=True)  # nearest first
-        for _, version in older:
-            f = tree.gemm_files[(db.system, db.backend, version)]
-            if f not in sources and not _is_partial(tree, f.version_dir):
-                sources.append(f)
-    _check_cross_backend(tree, db)
     return sources
 
 
@@ -541,7 +494,7 @@ class GemmTable:
         self.system = SystemSpec.from_yaml(db.system, tree.system_yaml(db.system))
         dtypes = set()
         for f in self.sources:
-            dtypes.update(v for v in _read_file(f.path).column("gemm_dtype").unique().to_pylist() if v is not None)
+            dtypes.update(v for v in _read_file(f).column("gemm_dtype").unique().to_pylist() if v is not None)
         # The slices a lookup can reach (known quant names), sorted as the spec lists them.
         self.supported: List[str] = sorted(d for d in dtypes if d in GEMM_QUANTS)
         self._slices: Dict[str, Optional[GemmSlice]] = {}
@@ -559,7 +512,7 @@ class GemmTable:
         own_quant = GEMM_QUANTS[dtype]  # SOL raise uses the row's own quant mode
         table: Dict[int, Dict[int, Dict[int, float]]] = {}
         for f in self.sources:  # sources in priority order, rows in file order
-            rows = _read_file(f.path)
+            rows = _read_file(f)
             rows = rows.filter(pc.equal(rows.column("gemm_dtype"), dtype))
             ms, ns, ks, lats = (rows.column(c).to_pylist() for c in ("m", "n", "k", "latency"))
             for m, n, k, latency in zip(ms, ns, ks, lats):
@@ -591,6 +544,12 @@ class GemmTable:
             "Consider using HYBRID mode."
         )
         where = f"system='{db.system}', backend='{db.backend}', version='{db.version}', quant_mode='{q.name}'"
+        if reason == MISS_TABLE:
+            return (
+                f"Error loading silicon data for op PerfDataFilename.gemm: File does not exist at "
+                f"{primary_path(self.tree, db, GEMM_FILE)}. This combination of model, system, backend, and "
+                f"backend version is not supported by AIC in SILICON mode. {tail}"
+            )
         if reason == MISS_QUANT:
             supported = ", ".join(f"'{s}'" for s in self.supported)
             return (
@@ -612,7 +571,7 @@ class GemmTable:
         """Latency in ms, or GemmMiss."""
         s = self.slice(q)
         if s is None:
-            raise GemmMiss(MISS_QUANT)
+            raise GemmMiss(MISS_QUANT if self.sources else MISS_TABLE)
         return s.latency(m, n, k, q)
 
     def trace(self, q: QuantMode, m: int, n: int, k: int) -> List[dict]:
@@ -623,7 +582,7 @@ class GemmTable:
         s = self.slice(q)
         try:
             if s is None:
-                raise GemmMiss(MISS_QUANT)
+                raise GemmMiss(MISS_QUANT if self.sources else MISS_TABLE)
             try:
                 value = s.latency(m, n, k, q, rows)
             finally:

@@ -1,8 +1,6 @@
 """aicsql.spec.kernels -- the perf tables an engine step reads, and their
 resolvers, restated from the spec (docs/spec/engine_step.md sections 4, 5, 7, 8).
 
-* `sources`   -- table files of every (system, backend, version) and the
-  source union (generalising the GEMM path's `gemm_sources`);
 * `grid`      -- the Grid resolver (7.1);
 * `system`    -- system constants and the SOL formulas 5.1, 5.3 - 5.9;
 * `attention`, `comm`, `moe` -- the tables and their queries;
@@ -25,7 +23,7 @@ from .grid import Grid, GridMiss, OutOfRange
 from .miss import PerfMiss, lookup_call
 from .moe import MoETable
 from .quant import COMM_QUANTS, FMHA_QUANTS, KV_QUANTS, MOE_QUANTS, fmha_quant, kv_quant, moe_quant
-from .sources import TableFile, table_index, table_sources
+from ..sources import TableFile, table_sources
 from .system import StepSystem
 
 __all__ = [
@@ -50,7 +48,6 @@ __all__ = [
     "kernels_for",
     "kv_quant",
     "moe_quant",
-    "table_index",
     "table_sources",
 ]
 
@@ -100,7 +97,7 @@ class Kernels:
     def custom_allreduce(self) -> CustomAllReduceTable:
         def build():
             nccl = self.nccl if self.system.num_gpus_per_node == 72 else None
-            return CustomAllReduceTable(self.tree, self.db, self.system, nccl)
+            return CustomAllReduceTable(self.tree, self.db, self.shared_layer, self.system, nccl)
 
         return self._get("custom_allreduce", build)
 

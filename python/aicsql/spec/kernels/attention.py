@@ -30,7 +30,7 @@ from ..sol import QuantMode
 from .grid import Grid, GridMiss, insert_first_wins
 from .miss import PerfMiss, lookup_call
 from .quant import KV_QUANTS
-from .sources import read_columns, table_sources
+from ..sources import read_columns, table_sources
 from .system import StepSystem
 
 __all__ = ["ContextAttentionTable", "GenerationAttentionTable", "CONTEXT_FILE", "GENERATION_FILE"]
@@ -56,7 +56,7 @@ class ContextAttentionTable:
         self.root: Dict = {}
         for f in self.sources:
             cols = read_columns(
-                f.path,
+                f,
                 ["attn_dtype", "kv_cache_dtype", "num_key_value_heads", "head_dim", "window_size", "num_heads", "isl",
                  "batch_size", "latency"],
                 _OPTIONAL,
@@ -131,7 +131,7 @@ class GenerationAttentionTable:
         self.root: Dict = {}
         for f in self.sources:
             cols = read_columns(
-                f.path,
+                f,
                 ["kv_cache_dtype", "num_key_value_heads", "head_dim", "window_size", "num_heads", "batch_size", "isl",
                  "step", "latency"],
                 _OPTIONAL,

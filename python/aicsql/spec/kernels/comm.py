@@ -1,8 +1,12 @@
 """Custom all-reduce and NCCL tables and queries (docs/spec 4.4, 5.6, 5.7, 7.1, 8.4, 11.2).
 
 Custom all-reduce
-    The requested version's own file only (comm tables take no part in the
-    source union). Rows whose ``kernel_source`` or ``backend``
+    The requested version's own file when it lies under the ``comm`` family
+    dir (the spec excludes that dir from the source union); a legacy-layout
+    or missing primary is not recognised as comm, so older versions then
+    serve it as for any table (docs/spec/families_hybrid_vl_databases.md 4.3;
+    e.g. gb200/trtllm/1.3.0rc23, which holds no all-reduce file, is priced
+    with 1.3.0rc20's). Rows whose ``kernel_source`` or ``backend``
     (``implementation`` in older files) ends in ``_eager`` are dropped,
     except on b60; the dtype column is ignored -- every row is filed under
     ``half`` -- so rows of several dtypes compete first-wins:
@@ -26,8 +30,8 @@ from ..data import Database, DataTree
 from ..sol import QuantMode
 from .grid import Grid, GridMiss, insert_first_wins
 from .miss import PerfMiss, lookup_call
+from ..sources import library_file, read_columns, table_sources
 from .quant import COMM_QUANTS
-from .sources import read_columns, table_index, table_sources
 from .system import StepSystem
 
 __all__ = ["CustomAllReduceTable", "NcclTable", "ALLREDUCE_FILE", "NCCL_FILE"]
@@ -44,12 +48,12 @@ class NcclTable:
     def __init__(self, tree: DataTree, system_name: str, system: StepSystem):
         self.system = system
         self.root: Dict = {}
-        f = None
+        path = None
         if system.nccl_version is not None:
-            f = table_index(tree).file(system_name, "nccl", system.nccl_version, NCCL_FILE)
-        self.source = f
-        if f is not None:
-            cols = read_columns(f.path, ["nccl_dtype", "op_name", "num_gpus", "message_size", "latency"])
+            path = library_file(tree, system_name, "nccl", system.nccl_version, NCCL_FILE)
+        self.source = path
+        if path is not None:
+            cols = read_columns(path, ["nccl_dtype", "op_name", "num_gpus", "message_size", "latency"])
             for dtype, op, g, size, latency in zip(
                 cols["nccl_dtype"], cols["op_name"], cols["num_gpus"], cols["message_size"], cols["latency"]
             ):
@@ -82,16 +86,18 @@ class NcclTable:
 class CustomAllReduceTable:
     """A database's custom all-reduce table (own file only)."""
 
-    def __init__(self, tree: DataTree, db: Database, system: StepSystem, nccl: Optional[NcclTable] = None):
+    def __init__(
+        self, tree: DataTree, db: Database, shared_layer: bool, system: StepSystem, nccl: Optional[NcclTable] = None
+    ):
         self.db = db
         self.system = system
         self.nccl = nccl
-        self.sources = table_sources(tree, db, ALLREDUCE_FILE, shared_layer=False)
+        self.sources = table_sources(tree, db, ALLREDUCE_FILE, shared_layer)
         self.root: Dict = {}
         keep_eager = db.system == "b60"
         for f in self.sources:
             cols = read_columns(
-                f.path,
+                f,
                 ["kernel_source", "backend", "implementation", "num_gpus", "message_size", "latency"],
                 {"kernel_source": None, "backend": None, "implementation": None},
             )

@@ -21,7 +21,7 @@ from ..data import Database, DataTree
 from ..sol import QuantMode
 from .grid import Grid, GridMiss, insert_first_wins
 from .miss import PerfMiss, lookup_call
-from .sources import read_columns, table_sources
+from ..sources import read_columns, table_sources
 from .system import StepSystem
 
 __all__ = ["MoETable", "MOE_FILE", "LOW_LATENCY_KERNEL"]
@@ -42,7 +42,7 @@ class MoETable:
         self.low_latency: Dict = {}
         for f in self.sources:
             cols = read_columns(
-                f.path,
+                f,
                 ["kernel_source", "moe_dtype", "distribution", "topk", "num_experts", "hidden_size", "inter_size",
                  "moe_tp_size", "moe_ep_size", "num_tokens", "latency"],
                 {"kernel_source": None},
