@@ -4,6 +4,8 @@ resolvers, restated from the spec (docs/spec/engine_step.md sections 4, 5, 7, 8)
 * `grid`      -- the Grid resolver (7.1);
 * `system`    -- system constants and the SOL formulas 5.1, 5.3 - 5.9;
 * `attention`, `comm`, `moe` -- the tables and their queries;
+* `mla` -- DeepSeek / Kimi's MLA tables (granular, BMM, module);
+* `quantize` -- the compute-scale / scale-matrix tables of fp8_static GEMMs;
 * GEMM lookups are the GEMM path's (`aicsql.spec.gemm`), unchanged.
 
 `Kernels` bundles one database's tables, each loaded on first use and kept
@@ -21,26 +23,35 @@ from .attention import ContextAttentionTable, GenerationAttentionTable
 from .comm import CustomAllReduceTable, NcclTable
 from .grid import Grid, GridMiss, OutOfRange
 from .miss import PerfMiss, lookup_call
+from .mla import ContextMLAModuleTable, ContextMLATable, GenerationMLAModuleTable, GenerationMLATable, MLABmmTable
 from .moe import MoETable
+from .quantize import ComputeScaleTable, ScaleMatrixTable
 from .quant import COMM_QUANTS, FMHA_QUANTS, KV_QUANTS, MOE_QUANTS, fmha_quant, kv_quant, moe_quant
 from ..sources import TableFile, table_sources
 from .system import StepSystem
 
 __all__ = [
     "COMM_QUANTS",
+    "ComputeScaleTable",
     "ContextAttentionTable",
+    "ContextMLAModuleTable",
+    "ContextMLATable",
     "CustomAllReduceTable",
     "FMHA_QUANTS",
     "GenerationAttentionTable",
+    "GenerationMLAModuleTable",
+    "GenerationMLATable",
     "Grid",
     "GridMiss",
     "KV_QUANTS",
     "Kernels",
+    "MLABmmTable",
     "MOE_QUANTS",
     "MoETable",
     "NcclTable",
     "OutOfRange",
     "PerfMiss",
+    "ScaleMatrixTable",
     "StepSystem",
     "TableFile",
     "fmha_quant",
@@ -104,6 +115,37 @@ class Kernels:
     @property
     def moe(self) -> MoETable:
         return self._get("moe", lambda: MoETable(self.tree, self.db, self.shared_layer, self.system))
+
+    def _table(self, cls):
+        return self._get(cls.__name__, lambda: cls(self.tree, self.db, self.shared_layer, self.system))
+
+    @property
+    def context_mla(self) -> ContextMLATable:
+        return self._table(ContextMLATable)
+
+    @property
+    def generation_mla(self) -> GenerationMLATable:
+        return self._table(GenerationMLATable)
+
+    @property
+    def mla_bmm(self) -> MLABmmTable:
+        return self._table(MLABmmTable)
+
+    @property
+    def context_mla_module(self) -> ContextMLAModuleTable:
+        return self._table(ContextMLAModuleTable)
+
+    @property
+    def generation_mla_module(self) -> GenerationMLAModuleTable:
+        return self._table(GenerationMLAModuleTable)
+
+    @property
+    def compute_scale(self) -> ComputeScaleTable:
+        return self._table(ComputeScaleTable)
+
+    @property
+    def scale_matrix(self) -> ScaleMatrixTable:
+        return self._table(ScaleMatrixTable)
 
 
 _KERNELS: Dict[Tuple[int, Database, bool], Kernels] = {}

@@ -69,7 +69,7 @@ class ContextAttentionTable:
         self._grids: Dict[Tuple, Optional[Grid]] = {}
         self._lock = threading.Lock()
 
-    def attn_dtypes_for_kv(self, kv: str) -> List[str]:
+    def fmha_modes_for_kv(self, kv: str) -> List[str]:
         """The attn_dtype values having rows under kv cache dtype `kv` (the FMHA guard, docs/spec 3.2)."""
         return [attn for attn, by_kv in self.root.items() if kv in by_kv]
 

@@ -3,7 +3,11 @@
 ``[moe_dtype][distribution][topk][num_experts][hidden_size][inter_size][moe_tp][moe_ep][num_tokens]``,
 source union, first-wins, no SOL clamp. Rows with ``kernel_source ==
 "moe_torch_flow_min_latency"`` form a separate low-latency table, consulted
-only by trtllm nvfp4 at <= 128 tokens.
+only by trtllm nvfp4 at <= 128 tokens. Two rows are re-labelled by kernel
+source before insertion (families_mla 5.2): ``w4a8_mxfp4_mxfp8`` from
+``sglang_mxfp4_flashinfer_trtllm_moe`` becomes ``w4a8_mxfp4_mxfp8_trtllm``,
+``w4a16_mxfp4`` from ``sglang_flashinfer_cutlass_moe`` becomes
+``w4a16_mxfp4_cutlass`` (so GPT-OSS's ``w4a16_mxfp4`` never sees them).
 
 A query takes the slice down to ``moe_ep`` -- the model's distribution if it
 exists under the quant, else ``"uniform"`` (which the shipped tables call
@@ -29,6 +33,11 @@ __all__ = ["MoETable", "MOE_FILE", "LOW_LATENCY_KERNEL"]
 MOE_FILE = "moe_perf.parquet"
 LOW_LATENCY_KERNEL = "moe_torch_flow_min_latency"
 LOW_LATENCY_MAX_TOKENS = 128
+# (moe_dtype, kernel_source) -> the dtype the loader files the row under.
+RELABELS = {
+    ("w4a8_mxfp4_mxfp8", "sglang_mxfp4_flashinfer_trtllm_moe"): "w4a8_mxfp4_mxfp8_trtllm",
+    ("w4a16_mxfp4", "sglang_flashinfer_cutlass_moe"): "w4a16_mxfp4_cutlass",
+}
 
 
 class MoETable:
@@ -53,6 +62,7 @@ class MoETable:
                 cols["latency"],
             ):
                 target = self.low_latency if source == LOW_LATENCY_KERNEL else self.root
+                dtype = RELABELS.get((dtype, source), dtype)
                 insert_first_wins(target, (dtype, dist, topk, e, h, inter, etp, eep, tokens), latency)
         self._grids: Dict[Tuple, Grid] = {}
         self._lock = threading.Lock()

@@ -28,14 +28,21 @@ def _table(*modes: QuantMode) -> Dict[str, QuantMode]:
     return {q.name: q for q in modes}
 
 
-# Spec section 3: the members the engine step uses.
+# Spec section 3 (all MoEQuantMode members; families_mla 5.3 for the 4-bit
+# expert modes of Kimi and GPT-OSS, and the two loader re-labels of 5.2).
 MOE_QUANTS = _table(
     QuantMode("bfloat16", 2, 1),
     QuantMode("fp8", 1, 2),
+    QuantMode("int4_wo", 0.5, 1),
     QuantMode("fp8_block", 1, 2),
+    QuantMode("w4afp8", 0.5, 2),
     QuantMode("nvfp4", 9 / 16, 4),
+    QuantMode("w4a16_mxfp4", 0.5, 1),
+    QuantMode("w4a8_mxfp4_mxfp8", 0.5, 2),
+    QuantMode("w4a8_mxfp4_mxfp8_trtllm", 0.5, 2),
+    QuantMode("w4a16_mxfp4_cutlass", 0.5, 1),
 )
-FMHA_QUANTS = _table(QuantMode("bfloat16", 2, 1), QuantMode("fp8", 1, 2))
+FMHA_QUANTS = _table(QuantMode("bfloat16", 2, 1), QuantMode("fp8", 1, 2), QuantMode("fp8_block", 1, 2))
 KV_QUANTS = _table(QuantMode("bfloat16", 2, 0), QuantMode("fp8", 1, 0), QuantMode("int8", 1, 0))
 COMM_QUANTS = _table(QuantMode("half", 2, 0))
 

@@ -1,5 +1,6 @@
 """System constants and the speed-of-light formulas of the engine step
-(docs/spec sections 5.1 and 5.3 - 5.9).
+(docs/spec sections 5.1 and 5.3 - 5.9; the MLA and quantisation-overhead
+tables' SOLs of docs/spec/families_mla_gptoss_fp8static.md 7.3 and 7.4).
 
 Every formula is written the way the spec writes it, operand for operand and
 left to right: the yaml's integers stay Python ``int`` so ``2*b*n*d*2*kv_len
@@ -14,7 +15,7 @@ The GEMM SOL (5.2) is ``aicsql.spec.sol.gemm_sol`` and is reused unchanged;
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 from ..sol import QuantMode, SystemSpec
 
@@ -44,6 +45,7 @@ class StepSystem:
         self.mem_bw_empirical_scaling_factor = need(gpu, "gpu", "mem_bw_empirical_scaling_factor")
         self.mem_empirical_constant_latency = need(gpu, "gpu", "mem_empirical_constant_latency")
         self.bfloat16_tc_flops = need(gpu, "gpu", "bfloat16_tc_flops")
+        self.sm_version = gpu.get("sm_version", -1)
         self.num_gpus_per_node = need(node, "node", "num_gpus_per_node")
         self.num_gpus_per_rack = node.get("num_gpus_per_rack", math.inf)  # optional, default infinity
         self.intra_node_bw = need(node, "node", "intra_node_bw")
@@ -136,3 +138,44 @@ class StepSystem:
 
     def p2p_latency_ms(self, nbytes: int) -> float:
         return (nbytes / self.inter_node_bw + self.p2p_latency) * 1000
+
+    # ---- families_mla 7.3: MLA tables ------------------------------------------
+
+    def context_mla_sol(self, b: int, s: int, prefix: int, n: int, q_kv: QuantMode, q_f: QuantMode) -> float:
+        """Context MLA (granular and module tables): 192 + 128 wide q/k, causal."""
+        full = s + prefix
+        ops = b * n * 2 / 2 * (192 + 128) * (full * full - prefix * prefix)
+        mem = b * n * (q_kv.memory * full * (192 + 128) + 2 * s * (192 + 128))
+        return max(ops / self.bfloat16_tc_flops * 1000 / q_f.compute, mem / self.mem_bw * 1000)
+
+    def _generation_mla_terms(self, b: int, s: int, n: int, q_kv: QuantMode) -> Tuple[float, float]:
+        """(math, memory) ms of the decode MLA kernel; fp8 kv computes at the fp8 FMHA rate."""
+        compute = 2 if q_kv.name == "fp8" else 1
+        ops = 2 * b * n * 1088 * s
+        mem = b * (n * 1088 * 2 + (s - 1) * 576 * q_kv.memory)
+        return ops / self.bfloat16_tc_flops * 1000 / compute, mem / self.mem_bw * 1000
+
+    def generation_mla_sol(self, b: int, s: int, n: int, q_kv: QuantMode) -> float:
+        return max(*self._generation_mla_terms(b, s, n, q_kv))
+
+    def generation_mla_module_sol(self, b: int, s: int, n: int, q_kv: QuantMode, q_gemm: QuantMode) -> float:
+        """The decode MLA terms plus both BMMs, added per component before the max."""
+        math_ms, mem_ms = self._generation_mla_terms(b, s, n, q_kv)
+        bmm_ops = 2 * 2 * b * n * 128 * 512
+        bmm_mem = 2 * n * (b * 640 + 128 * 512) * q_gemm.memory
+        math_ms += bmm_ops / (self.bfloat16_tc_flops * q_gemm.compute) * 1000
+        mem_ms += bmm_mem / self.mem_bw * 1000
+        return max(math_ms, mem_ms)
+
+    def mla_bmm_sol(self, tokens: int, n: int, q: QuantMode) -> float:
+        ops = 2 * tokens * n * 128 * 512
+        mem = n * (tokens * 640 + 128 * 512) * q.memory
+        return max(ops / (self.bfloat16_tc_flops * q.compute) * 1000, mem / self.mem_bw * 1000)
+
+    # ---- families_mla 7.4: quantisation-overhead tables ------------------------------
+
+    def compute_scale_sol(self, m: Number, k: Number) -> float:
+        return 2 * m * k / self.mem_bw * 1000.0
+
+    def scale_matrix_sol(self, m: Number, k: Number) -> float:
+        return 3 * m * k / self.mem_bw * 1000.0

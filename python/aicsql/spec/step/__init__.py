@@ -1,12 +1,17 @@
 """aicsql.spec.step -- the engine-step estimator of the spec
-(docs/spec/engine_step.md sections 1-3, 6, 9, 10): one static context (prefill)
-or generation (decode) step of a dense LLAMA-family or classic MoE model,
-op by op, on the tables of `aicsql.spec.kernels` and the GEMM path.
+(docs/spec/engine_step.md sections 1-3, 6, 9, 10; families_mla_gptoss_fp8static.md;
+families_hybrid_vl_databases.md 1, 2): one static context (prefill) or
+generation (decode) step, op by op, on the tables of `aicsql.spec.kernels`
+and the GEMM path. Families: LLAMA, MOE (GPT-OSS included), QWEN3VL /
+QWEN3VL_MOE (text path), HYBRIDMOE (Llama-4, MiMo-V2-Flash), DEEPSEEK and
+KIMIK25 (MLA), with fp8_static checkpoints in any of them.
 
-* `model`  -- config.json fields, family, checkpoint quant inference (2, 3.1);
-* `ops`    -- the op lists and each op's query (6, 8, 10);
-* `engine` -- FMHA guards, step assembly, sampling and summation order (3.2, 9);
-* `api`    -- `engine_step`, `step_latency`, `step_latency_batch`.
+* `model`      -- config.json fields, the architecture -> family map;
+* `checkpoint` -- the quant modes a checkpoint implies;
+* `ops`, `mla_ops`, `composite` -- the ops and each op's query;
+* `families`   -- the op lists per family;
+* `engine`     -- FMHA guards, step assembly, sampling and summation order (3.2, 9);
+* `api`        -- `engine_step`, `step_latency`, `step_latency_batch`, `engine_step_table`.
 """
 
 from .api import engine_step, step_latency, step_latency_batch

@@ -243,6 +243,13 @@ _METHODS = {
     "custom_allreduce_perf": "query_custom_allreduce",
     "nccl_perf": "query_nccl",
     "moe_perf": "query_moe",
+    "mla_context_module_perf": "query_context_mla_module",
+    "mla_generation_module_perf": "query_generation_mla_module",
+    "context_mla_perf": "query_context_mla",
+    "generation_mla_perf": "query_generation_mla",
+    "mla_bmm_perf": "query_mla_bmm",
+    "computescale_perf": "query_compute_scale",
+    "scale_matrix_perf": "query_scale_matrix",
 }
 
 
@@ -271,6 +278,18 @@ def _lookup_fields(table: Optional[str], method: Optional[str], args: Sequence[A
         row.update(moe_tokens=kw["num_tokens"], moe_hidden=kw["hidden_size"], moe_inter=kw["inter_size"],
                    moe_topk=kw["topk"], moe_experts=kw["num_experts"], moe_tp=kw["moe_tp_size"],
                    moe_ep=kw["moe_ep_size"])  # fmt: skip
+    # The MLA and quantisation-overhead lookups reuse the attention and GEMM
+    # argument columns (families_mla 3.5, 7.4): no columns of their own.
+    elif table in ("mla_context_module_perf", "context_mla_perf"):
+        row.update(attn_batch=kw["b"], attn_seq=kw["s"], attn_prefix=kw["prefix"], heads=kw["num_heads"])
+    elif table == "mla_generation_module_perf":
+        row.update(attn_batch=kw["b"], attn_seq=kw["s"], heads=kw["num_heads"])
+    elif table == "generation_mla_perf":
+        row.update(attn_batch=a[0], attn_seq=a[1], heads=a[2])
+    elif table == "mla_bmm_perf":
+        row.update(attn_batch=a[0], heads=a[1])
+    elif table in ("computescale_perf", "scale_matrix_perf"):
+        row.update(m=a[0], k=a[1])
     row["lookup_args"] = f"{method or _METHODS[table]} {json.dumps({'args': a, 'kwargs': kw})}"
     return row
 

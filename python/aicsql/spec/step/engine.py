@@ -1,22 +1,26 @@
-"""Assembling a static context or generation step (docs/spec 1, 3.2, 9, 10.1, 11.9).
+"""Assembling a static context or generation step (docs/spec 1, 3.2, 9, 10.1,
+11.9; families_hybrid_vl_databases.md 1.7).
 
 Context (static_ctx)
     every op once with ``x = B * isl`` tokens -- except ops whose name
     contains ``logits_gemm``, which get ``x = B`` -- and the attention with
-    ``batch_size = B, s = isl, prefix = 0``. ``context_latency`` is the sum of
-    the per-op results in op-list order; TTFT equals it.
+    ``batch_size = B, s = isl, prefix = 0``. Results are summed per op
+    *name* (ops sharing a name -- GPT-OSS's and HYBRIDMOE's attention ops --
+    add up at the first one's place, starting from 0.0), then the names in
+    order; TTFT equals that ``context_latency``.
 
 Generation (static_gen)
     decode steps are sampled with stride 32: for ``i = 0, 32, 64, ... <
-    osl - 1`` every op runs with ``x = batch_size = B`` and ``s = isl + i + 1``
-    and weighs ``repeat_i = min(32, osl - 1 - i)``. For each op name a running
-    total ``acc[op] += value * repeat_i`` is kept over the samples in order,
-    then the totals are summed in op-list order (9.3; summing each step first
-    differs in the last ulp). TPOT = ``generation_latency / (osl - 1)`` (0 when
-    ``osl <= 1``).
+    osl - 1`` every op runs with ``x = batch_size = B`` and ``s = isl + i + 1``.
+    For each sampled step the results are summed per name, and each name's
+    step sum times ``repeat_i = min(32, osl - 1 - i)`` is added to that name's
+    running total; the totals are then summed in order (9.3: summing each step
+    first differs in the last ulp). TPOT = ``generation_latency / (osl - 1)``
+    (0 when ``osl <= 1``).
 
-Values are aggregated per op *name* (two ops of one name add up at the
-first one's place, 11.9).
+The FMHA guard (3.2; families_mla 2.4) looks at the context table of the
+family's context op: ``context_mla`` (granular and module MLA tables) for
+DEEPSEEK / KIMIK25 off vllm, else ``context_attention``.
 """
 
 from __future__ import annotations
@@ -26,16 +30,19 @@ import threading
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..data import Database, DataTree
-from ..kernels import Kernels, PerfMiss, kernels_for
+from ..kernels import FMHA_QUANTS, KV_QUANTS, MOE_QUANTS, Kernels, PerfMiss, kernels_for
 from ..limits import check_step
-from .model import HYBRIDMOE, ModelSpec, check_gemm_quant, load_model
-from .ops import Call, Op, OpValue, Parallel, build_ops, first_moe_lookup
+from ..sol import GEMM_QUANTS
+from .families import build_ops
+from .model import DEEPSEEK, HYBRIDMOE, KIMIK25, MOE, QWEN3VL_MOE, ModelSpec, load_model
+from .ops import Call, Op, OpValue, Parallel, PhaseQuants
 
 __all__ = [
     "STRIDE",
     "PHASES",
     "StepMiss",
     "PhaseQuants",
+    "check_moe_blocks",
     "StepContext",
     "step_context",
     "resolve_parallel",
@@ -52,19 +59,6 @@ class StepMiss(Exception):
         super().__init__(f"{op}: {miss}")
         self.op = op
         self.miss = miss
-
-
-class PhaseQuants(NamedTuple):
-    """The quant modes a phase runs with, after the FMHA guards (3.2)."""
-
-    gemm: str
-    moe: str
-    kvcache: str
-    fmha: str
-    comm: str = "half"
-
-    def as_dict(self) -> Dict[str, str]:
-        return dict(self._asdict())
 
 
 def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep) -> Parallel:
@@ -97,7 +91,25 @@ def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep) -> Para
     if backend == "vllm" and moe_tp > 1 and moe_ep > 1:
         raise ValueError(f"vllm does not support moe_tp > 1 and moe_ep > 1 together (moe_tp = {moe_tp}, "
                          f"moe_ep = {moe_ep})")
+    if model.experts < moe_ep:
+        raise ValueError(f"moe_ep = {moe_ep} is larger than the {model.experts} experts of {model.name!r}")
     return Parallel(tp, moe_tp, moe_ep)
+
+
+# Families whose builder checks the fp8_block expert block alignment (MOEModel, HybridMoEModel).
+_BLOCK_CHECKED = frozenset({MOE, QWEN3VL_MOE, HYBRIDMOE})
+
+
+def check_moe_blocks(model: ModelSpec, moe_quant: str, par: Parallel) -> None:
+    """fp8_block experts need ``(I_moe // moe_tp) % weight_block_size == 0``
+    (families_hybrid 1.2; the spec's message, trailing space included)."""
+    if model.family in _BLOCK_CHECKED and moe_quant == "fp8_block":
+        block = model.weight_block_size
+        if (model.moe_inter // par.moe_tp) % block != 0:
+            raise ValueError(
+                f"Invalid quantized MoE configuration: (moe_intermediate_size={model.moe_inter} / "
+                f"moe_tp_size={par.moe_tp}) % weight_block_size={block} != 0. "
+            )
 
 
 def _check_positive(name: str, v) -> None:
@@ -129,12 +141,18 @@ class StepContext:
         self.db = db
         self.model = load_model(tree, model)
         self.kernels: Kernels = kernels_for(tree, db, shared_layer)
-        if self.model.family != HYBRIDMOE:
-            check_gemm_quant(self.model)
+        _check_modes(self.model)
         self._quants: Dict[str, PhaseQuants] = {}
         self._lock = threading.Lock()
 
     # ---- 3.2: the FMHA guards -------------------------------------------------------
+
+    def _context_tables(self) -> list:
+        """The tables of the family's context op key (families_mla 2.4)."""
+        k = self.kernels
+        if self.model.family in (DEEPSEEK, KIMIK25) and self.db.backend != "vllm":
+            return [k.context_mla, k.context_mla_module]  # "context_mla": granular and module
+        return [k.context_attention]
 
     def quants(self, phase: str) -> PhaseQuants:
         with self._lock:
@@ -144,9 +162,11 @@ class StepContext:
         ck = self.model.quant
         fmha = None  # None = not set explicitly, the inferred mode still applies
         if phase == "context" and ck.fmha == "fp8":
-            # Data-driven guard: the attn dtypes with rows under the run's kv dtype.
-            dtypes = set(self.kernels.context_attention.attn_dtypes_for_kv(ck.kv))
-            if dtypes and "fp8" not in dtypes and "bfloat16" in dtypes:
+            # Data-driven guard: the fmha modes with rows under the run's kv dtype.
+            modes = set()
+            for table in self._context_tables():
+                modes.update(table.fmha_modes_for_kv(ck.kv))
+            if modes and "fp8" not in modes and "bfloat16" in modes:
                 fmha = "bfloat16"
         if fmha is None:
             fmha = ck.fmha
@@ -159,26 +179,11 @@ class StepContext:
 
     # ---- evaluating ------------------------------------------------------------------
 
-    def _ops(self, phase: str, par: Parallel) -> List[Op]:
-        q = self.quants(phase)
-        return build_ops(self.model, phase, par, q.gemm, q.moe, q.kvcache, q.fmha)
-
     def _evaluate(self, op: Op, call: Call) -> OpValue:
         try:
             return op.evaluate(self.kernels, call)
         except PerfMiss as miss:
             raise StepMiss(op.name, miss) from None
-
-    def _hybrid_moe(self, phase: str, par: Parallel, call: Call) -> None:
-        """Llama-4: only the first MoE lookup is restated. A miss there is the
-        spec's own error (its vllm 0.19.0 data lacks the slice); anything
-        beyond it is unsupported."""
-        op = first_moe_lookup(self.model, phase, par, self.quants(phase).moe)
-        self._evaluate(op, call)
-        raise ValueError(
-            f"unsupported: {self.model.name!r} ({self.model.architecture}, HYBRIDMOE) beyond its first MoE "
-            "lookup is not restated by aicsql.spec"
-        )
 
     def run(self, phase: str, tp: int, batch: int, isl: int, osl: int, moe_tp=None, moe_ep=None) -> PhaseResult:
         """One static step of `phase`; StepMiss on a miss, ValueError on bad input."""
@@ -189,47 +194,46 @@ class StepContext:
         _check_positive("osl", osl)
         check_step(tp, batch, isl, osl, moe_tp, moe_ep)
         par = resolve_parallel(self.model, self.db.backend, tp, moe_tp, moe_ep)
+        q = self.quants(phase)
+        check_moe_blocks(self.model, q.moe, par)
+        ops = build_ops(self.model, phase, par, q, self.db.backend)
         prefix = 0
         if phase == "context":
             call = Call(batch * (isl - prefix), batch, isl - prefix, prefix)
-            if self.model.family == HYBRIDMOE:
-                self._hybrid_moe(phase, par, call)
-            ops = self._ops(phase, par)
+            logits_call = Call(batch, batch, call.s, prefix)
             runs = []
             totals: Dict[str, float] = {}
             for op in ops:
-                c = Call(batch, batch, call.s, prefix) if "logits_gemm" in op.name else call
-                value = self._evaluate(op, c)
+                value = self._evaluate(op, logits_call if "logits_gemm" in op.name else call)
                 runs.append(_OpRun(op, value))
-                totals[op.name] = totals[op.name] + value.total if op.name in totals else value.total
+                totals[op.name] = totals.get(op.name, 0.0) + value.total
             latency = 0
-            for v in totals.values():  # op-list order
+            for v in totals.values():  # name order
                 latency += v
             return PhaseResult(latency, latency, runs, [])
 
         # generation
         b = batch  # B' = B * (nextn + 1)
-        if self.model.family == HYBRIDMOE:
-            self._hybrid_moe(phase, par, Call(b, b, isl + 1, 0))
-        ops = self._ops(phase, par)
         samples = [(i, isl + i + 1, min(STRIDE, osl - 1 - i)) for i in range(0, osl - 1, STRIDE)]
         runs = []
         acc: Dict[str, float] = {}
         fixed: Dict[int, OpValue] = {}  # s-independent ops: evaluated once, same bits every sample
         for i, s, repeat in samples:
             call = Call(b, b, s, 0)
+            step: Dict[str, float] = {}
             for j, op in enumerate(ops):
-                if op.kind == "GenerationAttention":
+                if op.s_dependent:
                     value = self._evaluate(op, call)
                 else:
                     value = fixed.get(j)
                     if value is None:
                         value = fixed[j] = self._evaluate(op, call)
                 runs.append(_OpRun(op, value, i, s, repeat))
-                weighted = value.total * repeat
-                acc[op.name] = acc[op.name] + weighted if op.name in acc else weighted
+                step[op.name] = step.get(op.name, 0.0) + value.total
+            for name, value in step.items():
+                acc[name] = acc.get(name, 0.0) + value * repeat
         latency = 0
-        for v in acc.values():  # op-list order
+        for v in acc.values():  # name order
             latency += v
         tpot = latency / (osl - 1) if osl > 1 else 0.0
         return PhaseResult(tpot, latency, runs, samples)
@@ -238,21 +242,15 @@ class StepContext:
 
     def rows(self, phase: str, result: PhaseResult, batch: int, isl: int, osl: int) -> List[dict]:
         """One row per op application (generation: per sample), then per-sample
-        ``__gen_step_total__`` rows and the ``__step_total__`` row -- the goldens' layout."""
+        ``__gen_step_total__`` rows and the ``__step_total__`` row -- the goldens'
+        layout. Ops sharing a name keep a row each, as in the goldens; a
+        sample's ``__gen_step_total__`` is its op rows' plain sum in row order
+        (the golden writer's number; the spec's own total sums per name first,
+        which can differ in the last ulp, families_hybrid 6.2 item 14)."""
         rows: List[dict] = []
-        index: Dict[Tuple[Optional[int], str], int] = {}
         ops_in_step: Dict[Optional[int], int] = {}
         for run in result.runs:
             op, v = run.op, run.value
-            key = (run.gen_index, op.name)
-            if key in index:  # a repeated op name aggregates into its first row (11.9)
-                row = rows[index[key]]
-                row["total_ms"] += v.total
-                row["count"] += op.count
-                row["latency_ms"] = row["total_ms"] / row["count"] if row["count"] else 0.0
-                row["weighted_total_ms"] = row["total_ms"] * run.repeat if run.repeat is not None else row["total_ms"]
-                continue
-            index[key] = len(rows)
             op_index = ops_in_step.get(run.gen_index, 0)
             ops_in_step[run.gen_index] = op_index + 1
             count = op.count
@@ -277,7 +275,6 @@ class StepContext:
                 }
             )
         if phase == "generation":
-            # Each sample's total: its op rows' totals summed in row order.
             totals: Dict[Optional[int], float] = {}
             for row in rows:
                 i = row["gen_step_index"]
@@ -300,6 +297,16 @@ class StepContext:
             last["context_latency_ms"] = result.phase_latency_ms
             rows.append(last)
         return rows
+
+
+def _check_modes(model: ModelSpec) -> None:
+    """The checkpoint's modes must be ones this port has tables for."""
+    q = model.quant
+    for kind, name, table in (("GEMM", q.gemm, GEMM_QUANTS), ("MoE", q.moe, MOE_QUANTS), ("KV cache", q.kv, KV_QUANTS),
+                              ("FMHA", q.fmha, FMHA_QUANTS)):  # fmt: skip
+        if name not in table:
+            raise ValueError(f"unsupported {kind} quant mode {name!r} of model {model.name!r}; "
+                             f"supported: {', '.join(table)}")  # fmt: skip
 
 
 def _total_row(phase, kind, name, total, weighted, i=None, s=None, repeat=None) -> dict:

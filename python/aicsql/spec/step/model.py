@@ -1,11 +1,23 @@
-"""The model description and its checkpoint quantisation (docs/spec sections 2 and 3.1).
+"""The model description (docs/spec/engine_step.md 2;
+families_mla_gptoss_fp8static.md 1; families_hybrid_vl_databases.md 1.1, 2).
 
 A model is named like the SDK names it (``Qwen/Qwen3-32B-FP8``) and read from
-``model_configs/<org>--<name>_config.json`` in the best-ranked data root that
-has it (the same root ranking as the perf data: the packaged
-``aiconfigurator-core`` beats ``aiconfigurator``). Multimodal wrappers keep
-the text model under ``text_config``; its fields are read from there when
-the top level lacks them.
+``model_configs/<org>--<name>_config.json`` (plus an optional
+``_hf_quant_config.json``) in the best-ranked data root that has it.
+
+Parsing follows the spec's ``_parse_hf_config_json``: for the multimodal
+wrappers every LLM field is read from ``text_config`` (the top-level
+architecture kept); the family comes from the complete architecture map of
+families_mla 1.1. Families this port prices: LLAMA, MOE (GPT-OSS included),
+QWEN3VL, QWEN3VL_MOE, DEEPSEEK, KIMIK25, HYBRIDMOE. The spec's other
+families are refused naming the architecture and family (`check_family`).
+
+Per-family extras: DEEPSEEK / KIMIK25 read ``v_head_dim``, ``kv_lora_rank``,
+``qk_rope_head_dim`` (used: ``v_head_dim`` for the vllm attention head size);
+HYBRIDMOE builds a `HybridConfig` (families_hybrid 1.1, including the MiMo
+pattern read with 1 = global); Qwen3 / MiniMax-M2 text models get q/k-norm,
+nothing else does (Qwen3-VL and Llama-4 included, although their checkpoints
+have it).
 """
 
 from __future__ import annotations
@@ -16,15 +28,23 @@ import threading
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..data import DataTree
-from ..sol import GEMM_QUANTS
+from .checkpoint import MULTIMODAL_TEXT_CONFIG, CheckpointQuant, infer_quant, quant_config
 
 __all__ = [
+    "ARCHITECTURES",
+    "DEEPSEEK",
+    "HYBRIDMOE",
+    "KIMIK25",
+    "LEFT_FOR_LATER",
     "LLAMA",
     "MOE",
-    "HYBRIDMOE",
-    "ARCHITECTURES",
+    "QWEN3VL",
+    "QWEN3VL_MOE",
     "CheckpointQuant",
+    "HybridConfig",
     "ModelSpec",
+    "check_family",
+    "infer_quant",
     "load_model",
     "model_config_path",
 ]
@@ -32,43 +52,66 @@ __all__ = [
 LLAMA = "LLAMA"
 MOE = "MOE"
 HYBRIDMOE = "HYBRIDMOE"
+QWEN3VL = "QWEN3VL"
+QWEN3VL_MOE = "QWEN3VL_MOE"
+DEEPSEEK = "DEEPSEEK"
+KIMIK25 = "KIMIK25"
 
-# Spec section 2: architecture -> family.
+# families_mla 1.1: the spec's complete architecture -> family map, in its order.
 ARCHITECTURES: Dict[str, str] = {
     "LlamaForCausalLM": LLAMA,
     "Qwen2ForCausalLM": LLAMA,
     "Qwen3ForCausalLM": LLAMA,
     "MiMoForCausalLM": LLAMA,
+    "Qwen3VLForConditionalGeneration": QWEN3VL,
+    "Qwen3VLMoeForConditionalGeneration": QWEN3VL_MOE,
+    "DeepSeekForCausalLM": DEEPSEEK,
+    "DeepseekV3ForCausalLM": DEEPSEEK,
+    "DeepseekV32ForCausalLM": "DEEPSEEKV32",
+    "GlmMoeDsaForCausalLM": "DEEPSEEKV32",
+    "DeepseekV4ForCausalLM": "DEEPSEEKV4",
+    "KimiK25ForConditionalGeneration": KIMIK25,
+    "NemotronForCausalLM": "NEMOTRONNAS",
+    "DeciLMForCausalLM": "NEMOTRONNAS",
+    "NemotronHForCausalLM": "NEMOTRONH",
     "MixtralForCausalLM": MOE,
+    "GptOssForCausalLM": MOE,
     "Qwen2MoeForCausalLM": MOE,
     "Qwen3MoeForCausalLM": MOE,
-    "GptOssForCausalLM": MOE,
     "MiniMaxM2ForCausalLM": MOE,
+    "MiniMaxM3ForCausalLM": "MINIMAXM3",
+    "MiniMaxM3SparseForConditionalGeneration": "MINIMAXM3",
+    "MiMoV2FlashForCausalLM": HYBRIDMOE,
     "Llama4ForConditionalGeneration": HYBRIDMOE,
+    "Qwen3_5ForConditionalGeneration": "QWEN35",
+    "Qwen3_5MoeForConditionalGeneration": "QWEN35",
+    "Gemma4ForConditionalGeneration": "GEMMA4MIX",
 }
+# Families of the spec this port does not price yet (their goldens are wave 2).
+LEFT_FOR_LATER = frozenset({"DEEPSEEKV32", "DEEPSEEKV4", "NEMOTRONH", "QWEN35", "GEMMA4MIX", "NEMOTRONNAS", "MINIMAXM3"})
 QK_NORM_ARCHITECTURES = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiniMaxM2ForCausalLM"})
+_MLA_ARCHITECTURES = frozenset({"DeepSeekForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"})
+# Families that are always MoE (families_mla 1.1, the priced ones).
+MOE_FAMILIES = frozenset({MOE, DEEPSEEK, KIMIK25, HYBRIDMOE, QWEN3VL_MOE})
+# MoE workload distribution: "power_law" + "_<alpha>" (families_hybrid 6.1 item 10).
+_POWER_LAW_ALPHA = {MOE: "1.2", QWEN3VL_MOE: "1.2", HYBRIDMOE: "1.01", DEEPSEEK: "1.01", KIMIK25: "1.01"}
 
-# MoE workload distribution per family (docs/spec 10.2, 10.4).
-DISTRIBUTION = {MOE: "power_law_1.2", HYBRIDMOE: "power_law_1.01"}
 
-# The checkpoint quant algos the spec infers modes from (3.1).
-_KNOWN_ALGOS = ("fp8", "fp8_block", "nvfp4")
+class HybridConfig(NamedTuple):
+    """``HybridMoEConfig`` (families_hybrid 1.1): per-layer patterns and the SWA overrides (0 = model value)."""
 
-
-class CheckpointQuant(NamedTuple):
-    """Quant modes inferred from the checkpoint, before the backend guards (3.1).
-
-    ``fmha`` is the *inferred* FMHA mode; the guards of 3.2 act on it."""
-
-    gemm: str
-    moe: str
-    kv: str
-    fmha: str
-    comm: str = "half"
+    attn_layer_pattern: Tuple[int, ...]  # 1 = global (full) attention, 0 = SWA / local
+    moe_layer_freq: Tuple[int, ...]  # 1 = MoE FFN, 0 = dense
+    swa_num_kv_heads: int = 0
+    swa_head_dim: int = 0
+    swa_v_head_dim: int = 0
+    global_v_head_dim: int = 0
+    sliding_window_size: int = 0
+    dense_inter_size: int = 0
 
 
 class ModelSpec(NamedTuple):
-    """The fields of section 2, plus where they came from."""
+    """The parsed fields, plus where they came from."""
 
     name: str
     architecture: str
@@ -87,14 +130,26 @@ class ModelSpec(NamedTuple):
     distribution: Optional[str]
     quant: CheckpointQuant
     config_path: str
+    v_head_dim: int = 0  # DEEPSEEK / KIMIK25 (families_mla 3.1: the vllm attention head size)
+    hybrid: Optional[HybridConfig] = None  # HYBRIDMOE
+    weight_block_size: int = 128  # quantization_config.weight_block_size[0] (the fp8_block MoE check)
 
     @property
     def is_moe(self) -> bool:
-        return self.family in (MOE, HYBRIDMOE)
+        return self.family in MOE_FAMILIES
 
     def heads_per_gpu(self, tp: int) -> Tuple[int, int]:
         """(n, n_kv): ``H // tp`` and ``ceil(Hkv / tp)`` (so n_kv >= 1 even when tp > Hkv)."""
         return self.heads // tp, (self.kv_heads + tp - 1) // tp
+
+
+def check_family(name: str, architecture: str, family: str) -> None:
+    """ValueError for a family of the spec this port does not price yet."""
+    if family in LEFT_FOR_LATER:
+        raise ValueError(
+            f"unsupported: model {name!r} ({architecture}, family {family}); the {family} family is left for "
+            "later in aicsql.spec"
+        )
 
 
 def _config_name(model: str) -> str:
@@ -122,114 +177,90 @@ def model_config_path(tree: DataTree, model: str) -> Tuple[str, Optional[str]]:
     )
 
 
-def _kv_algo(value) -> Optional[str]:
-    """A checkpoint's kv-cache algo as a mode name ('fp8', 'bfloat16', 'int8') or None."""
-    if value is None:
-        return None
-    if isinstance(value, dict):  # compressed-tensors style {'num_bits': 8, 'type': 'float'}
-        bits, kind = value.get("num_bits"), str(value.get("type", "")).lower()
-        if bits == 8:
-            return "fp8" if kind == "float" else "int8"
-        raise ValueError(f"unsupported kv cache quantisation {value!r}")
-    text = str(value).lower()
-    if text in ("fp8", "bfloat16", "int8"):
-        return text
-    raise ValueError(f"unsupported kv cache quantisation {value!r}")
-
-
-def _dynamic_activations(qc: dict) -> bool:
-    """`activation_scheme: dynamic`, or a config group with dynamic input activations."""
-    if str(qc.get("activation_scheme", "")).lower() == "dynamic":
-        return True
-    for group in (qc.get("config_groups") or {}).values():
-        if isinstance(group, dict):
-            acts = group.get("input_activations")
-            if isinstance(acts, dict) and acts.get("dynamic") is True:
-                return True
-    return False
-
-
-def infer_quant(config: dict, hf_quant: Optional[dict]) -> CheckpointQuant:
-    """Spec 3.1: the quant modes a checkpoint implies (before the FMHA guards)."""
-    qc = config.get("quantization_config")
-    if not qc and hf_quant:
-        qc = hf_quant.get("quantization")
-    qc = qc or {}
-    names = [str(qc[k]).lower() for k in ("quant_method", "quant_algo") if qc.get(k)]
-    known = [n for n in names if n in _KNOWN_ALGOS]
-    if names and not known:
-        raise ValueError(f"unsupported checkpoint quantisation {names} (supported: fp8, fp8 block, nvfp4)")
-    algo = known[0] if known else None
-    if algo == "fp8" and qc.get("weight_block_size"):
-        algo = "fp8_block"
-    kv_algo = _kv_algo(qc.get("kv_cache_quant_algo", qc.get("kv_cache_scheme")))
-
-    gemm, moe, kv, fmha = "bfloat16", "bfloat16", "bfloat16", "bfloat16"
-    if algo == "fp8_block":
-        gemm, moe = "fp8_block", "fp8_block"
-    elif algo == "fp8":
-        gemm, moe = ("fp8" if _dynamic_activations(qc) else "fp8_static"), "fp8"
-    elif algo == "nvfp4":
-        gemm, moe = "nvfp4", "nvfp4"
-    if algo in _KNOWN_ALGOS or kv_algo == "fp8":
-        fmha, kv = "fp8", "fp8"  # kv forced to fp8 even if the checkpoint said bfloat16
-    elif kv_algo is not None:
-        kv = kv_algo
-    return CheckpointQuant(gemm=gemm, moe=moe, kv=kv, fmha=fmha)
-
-
-def _field(cfg: dict, *keys, default=None):
-    """The first of `keys` that is set (not None)."""
-    for k in keys:
-        v = cfg.get(k)
-        if v is not None:
-            return v
-    return default
+def _hybrid_config(arch: str, cfg: dict, layers: int) -> HybridConfig:
+    """families_hybrid 1.1: MiMo's patterns verbatim (1 read as *global*), Llama-4's from i % 2 and the MoE step."""
+    if arch == "MiMoV2FlashForCausalLM":
+        freq = cfg.get("moe_layer_freq", [])
+        moe = tuple(freq) if isinstance(freq, list) else tuple([freq] * layers)
+        attn = tuple(cfg.get("hybrid_layer_pattern", []))
+        if len(attn) != layers or len(moe) != layers:
+            raise ValueError(
+                f"Hybrid pattern length mismatch for {arch}: expected {layers} entries, got attn={len(attn)} "
+                f"moe={len(moe)}"
+            )
+        if any(v not in (0, 1) for v in attn + moe):
+            raise ValueError(f"Hybrid patterns for {arch} must contain only 0/1 values")
+        return HybridConfig(attn, moe, cfg.get("swa_num_key_value_heads", 0), cfg.get("swa_head_dim", 0),
+                            cfg.get("swa_v_head_dim", 0), cfg.get("v_head_dim", 0), cfg.get("sliding_window_size", 0),
+                            0)  # fmt: skip
+    step = cfg.get("interleave_moe_layer_step", 1)
+    if isinstance(step, bool) or not isinstance(step, int) or step <= 0:
+        raise ValueError(f"interleave_moe_layer_step must be a positive integer, got {step}")
+    return HybridConfig(
+        tuple(i % 2 for i in range(layers)),
+        tuple(1 if (i + 1) % step == 0 else 0 for i in range(layers)),
+        sliding_window_size=cfg.get("attention_chunk_size", 0),
+        dense_inter_size=cfg.get("intermediate_size_mlp", 0),
+    )
 
 
 def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) -> ModelSpec:
-    """Section 2's fields from a config.json document."""
-    cfg = dict(config)
-    text = config.get("text_config")
-    if isinstance(text, dict):
-        for k, v in text.items():
-            cfg.setdefault(k, v)
-    archs = cfg.get("architectures") or []
+    """The fields of a config.json document (see module doc)."""
+    archs = config.get("architectures") or []
     arch = archs[0] if archs else None
+    cfg = config
+    if arch in MULTIMODAL_TEXT_CONFIG and "text_config" in config:
+        text = config["text_config"]
+        if not isinstance(text, dict):
+            raise ValueError(f"{path}: expected 'text_config' to be a dict for architecture {arch}, "
+                             f"got {type(text).__name__}")  # fmt: skip
+        cfg = {**text, "architectures": [arch]}
     family = ARCHITECTURES.get(arch)
     if family is None:
         raise ValueError(
             f"unsupported architecture {arch!r} of model {name!r}; supported: {', '.join(ARCHITECTURES)}"
         )
+    check_family(name, arch, family)
     try:
-        L = int(cfg["num_hidden_layers"])
+        L = cfg.get("num_hidden_layers")
+        if L is None:
+            blocks, pattern = cfg.get("layers_block_type"), cfg.get("hybrid_override_pattern")
+            L = len(blocks) if isinstance(blocks, list) else len(pattern) if isinstance(pattern, str) else None
+        if L is None:
+            raise ValueError(f"{path}: the model config defines neither num_hidden_layers nor a layer pattern")
         h = int(cfg["hidden_size"])
         H = int(cfg["num_attention_heads"])
         V = int(cfg["vocab_size"])
     except KeyError as e:
         raise ValueError(f"{path}: {e.args[0]} is missing") from None
-    d = _field(cfg, "head_dim", "attention_head_dim")
-    if d is None:
-        d = h // H
-    inter = _field(cfg, "intermediate_size", default=0)
+    d = cfg.get("head_dim") or cfg.get("attention_head_dim") or (h // H if H > 0 else 0)
+    inter = cfg.get("intermediate_size") or 0
+    topk = cfg.get("num_experts_per_tok")
+    if topk is None:
+        topk = cfg.get("top_k_experts")
+    block = (quant_config(config, hf_quant).get("weight_block_size") or [128, 128])[0]
+    alpha = _POWER_LAW_ALPHA.get(family)
     return ModelSpec(
         name=name,
         architecture=arch,
         family=family,
-        num_layers=L,
+        num_layers=int(L),
         hidden=h,
         heads=H,
-        kv_heads=int(_field(cfg, "num_key_value_heads", default=0)),
+        kv_heads=int(cfg.get("num_key_value_heads") or 0),
         head_dim=int(d),
         inter=int(inter),
         vocab=V,
-        topk=int(_field(cfg, "num_experts_per_tok", "top_k_experts", default=0)),
-        experts=int(cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts") or 0),
-        moe_inter=int(_field(cfg, "moe_intermediate_size", default=inter)),
+        topk=int(topk or 0),
+        experts=int(cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts", 0) or 0),
+        moe_inter=int(cfg.get("moe_intermediate_size", 0) or cfg.get("intermediate_size", 0) or 0),
         use_qk_norm=arch in QK_NORM_ARCHITECTURES,
-        distribution=DISTRIBUTION.get(family),
+        distribution=f"power_law_{alpha}" if alpha else None,
         quant=infer_quant(config, hf_quant),
         config_path=path,
+        v_head_dim=int(cfg.get("v_head_dim", 0) or 0) if arch in _MLA_ARCHITECTURES else 0,
+        hybrid=_hybrid_config(arch, cfg, int(L)) if family == HYBRIDMOE else None,
+        weight_block_size=block,
     )
 
 
@@ -254,15 +285,3 @@ def load_model(tree: DataTree, model: str) -> ModelSpec:
         with _MODELS_LOCK:
             spec = _MODELS.setdefault(key, spec)
     return spec
-
-
-def check_gemm_quant(spec: ModelSpec) -> None:
-    """The GEMM modes this port computes (fp8_static needs the compute-scale
-    subtraction of 8.1, which is not restated here)."""
-    if spec.quant.gemm == "fp8_static":
-        raise ValueError(
-            f"unsupported: model {spec.name!r} is an fp8_static checkpoint; its GEMMs subtract the "
-            "compute_scale / scale_matrix tables (docs/spec 8.1), which aicsql.spec does not implement"
-        )
-    if spec.quant.gemm not in GEMM_QUANTS:
-        raise ValueError(f"unsupported GEMM quant mode {spec.quant.gemm!r} of model {spec.name!r}")

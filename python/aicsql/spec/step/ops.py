@@ -1,14 +1,14 @@
-"""The ops of a step and what one application of each costs (docs/spec 6, 8, 10).
+"""The leaf ops of a step and what one application of each costs
+(docs/spec 6, 8, 10; families_mla_gptoss_fp8static.md 5, 6;
+families_hybrid_vl_databases.md 1.6).
 
-Every op has a *count* (a multiplier, usually the layer count L) and its
-query returns ``count * per_application_latency``. `build_ops` lists a
-model's context or generation ops in the SDK's order (the order is
-observable: per-op values are summed in it, section 9.3).
-
-An op is evaluated against a `Call` -- the step's ``x`` (tokens),
-``batch_size``, ``s`` and ``prefix`` -- and returns an `OpValue`: the total
-(count * per application), the interpolation path of its table lookups and
-the first table lookup (how the goldens describe it).
+Every op has a *count* (a multiplier, usually a layer count) and its query
+returns ``count * per_application_latency`` (one multiplication). An op is
+evaluated against a `Call` -- the step's ``x`` (tokens), ``batch_size``, ``s``
+and ``prefix`` -- and returns an `OpValue`: the total, the interpolation path
+of its table lookups and its first table lookup (how the goldens describe
+an op). The MLA ops are in `mla_ops`, the composite ones in `composite`, the
+op lists in `families`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,29 @@ from __future__ import annotations
 from typing import List, NamedTuple, Optional
 
 from ..gemm import GemmMiss
-from ..sol import GEMM_QUANTS, QuantMode
 from ..kernels import Kernels, PerfMiss, lookup_call
 from ..kernels.quant import FMHA_QUANTS, KV_QUANTS, MOE_QUANTS
-from .model import HYBRIDMOE, LLAMA, MOE, ModelSpec
+from ..sol import GEMM_QUANTS, QuantMode, gemm_sol
 
-__all__ = ["Call", "OpValue", "Lookup", "build_ops", "Parallel"]
+__all__ = [
+    "ACT",
+    "Call",
+    "ContextAttention",
+    "CustomAllReduce",
+    "ElementWise",
+    "Embedding",
+    "GEMM",
+    "GenerationAttention",
+    "Lookup",
+    "MoE",
+    "MoEDispatch",
+    "Op",
+    "OpValue",
+    "P2P",
+    "Parallel",
+    "PhaseQuants",
+    "join_paths",
+]
 
 ACT = "bfloat16(act)"  # the quant label of elementwise / embedding ops (2-byte activations)
 
@@ -36,7 +53,7 @@ class Call(NamedTuple):
 
 
 class Lookup(NamedTuple):
-    """An op's first table lookup: table (file stem), method args and kwargs."""
+    """A table lookup: table (file stem), the spec's method args and kwargs."""
 
     table: str
     args: list
@@ -46,7 +63,7 @@ class Lookup(NamedTuple):
 class OpValue(NamedTuple):
     total: float  # count * per-application latency (ms)
     path: Optional[str]  # interp path(s) of the lookups, None without a table lookup
-    lookup: Optional[Lookup]
+    lookup: Optional[Lookup]  # the first table lookup the op made
 
 
 class Parallel(NamedTuple):
@@ -59,15 +76,41 @@ class Parallel(NamedTuple):
     pp: int = 1
 
 
+class PhaseQuants(NamedTuple):
+    """The quant modes a phase runs with, after the FMHA guards (docs/spec 3.2)."""
+
+    gemm: str
+    moe: str
+    kvcache: str
+    fmha: str
+    comm: str = "half"
+
+    def as_dict(self):
+        return dict(self._asdict())
+
+
+def join_paths(paths) -> Optional[str]:
+    """Several lookups' interp paths as the goldens print them: distinct, sorted, ','-joined."""
+    distinct = sorted({p for p in paths if p})
+    return ",".join(distinct) if distinct else None
+
+
 # ---- GEMM path names -----------------------------------------------------------------
 
+
 def _gemm_path(k: Kernels, q: QuantMode, m: int, n: int, kk: int) -> str:
-    """The goldens' name for how the ScatteredSites resolver answers (m, n, k)."""
+    """The goldens' name for how the ScatteredSites resolver answers (m, n, k);
+    a transfer whose blended neighbours hold a curve util is
+    ``site_transfer+curve_util_hold``."""
     s = k.gemm.slice(q)
     if s is None:
         return "miss"
     sid = s.site_id.get((n, kk))
     if sid is None:
+        for _, neighbour in s._nearest(m, n, kk):
+            ms = s.curve_m[neighbour]
+            if m not in ms and not ms[0] < m < ms[-1]:
+                return "site_transfer+curve_util_hold"
         return "site_transfer"
     ms = s.curve_m[sid]
     if m in ms:
@@ -82,12 +125,14 @@ def _gemm_path(k: Kernels, q: QuantMode, m: int, n: int, kk: int) -> str:
 
 class Op:
     kind = ""
+    quant_label = ""
+    # Whether the value changes with the decode step's s (only then is a
+    # generation op evaluated at every sampled step).
+    s_dependent = False
 
     def __init__(self, name: str, count):
         self.name = name
         self.count = count
-
-    quant_label = ""
 
     def evaluate(self, k: Kernels, call: Call) -> OpValue:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -125,15 +170,21 @@ class ElementWise(Op):
 
 class GEMM(Op):
     """A GEMM ``m x k by k x n`` with ``m = x`` (the logits GEMM of a context
-    step is called with ``x = B``, see `run_phase`)."""
+    step is called with ``x = B``, see the engine).
+
+    fp8_static (families_mla 6): the fp8 table value minus the compute-scale
+    value at ``(x, k)`` and, for a ``low_precision_input`` GEMM, minus the
+    scale-matrix value too, then floored at the GEMM's own SOL (computed with
+    fp8_static): ``max(floor, (G - CS) - SM) * count``."""
 
     kind = "GEMM"
 
-    def __init__(self, name, count, n: int, k: int, quant: str):
+    def __init__(self, name, count, n: int, k: int, quant: str, low_precision_input: bool = False):
         super().__init__(name, count)
         self.n = n
         self.k = k
         self.quant = GEMM_QUANTS[quant]
+        self.low_precision_input = low_precision_input
 
     @property
     def quant_label(self):
@@ -151,7 +202,19 @@ class GEMM(Op):
                 lookup_call("query_gemm", lookup.args),
                 table.miss_message(q, m, self.n, self.k, miss.reason),
             ) from None
-        return OpValue(self.count * latency, _gemm_path(kernels, q, m, self.n, self.k), lookup)
+        path = _gemm_path(kernels, q, m, self.n, self.k)
+        if q.name != "fp8_static":
+            return OpValue(self.count * latency, path, lookup)
+        paths = [path]
+        scale, scale_path = kernels.compute_scale.query(m, self.k, q)
+        latency = latency - scale
+        paths.append(scale_path)
+        if self.low_precision_input:
+            scale, scale_path = kernels.scale_matrix.query(m, self.k, q)
+            latency = latency - scale
+            paths.append(scale_path)
+        floor = gemm_sol(kernels.gemm.system, q, m, self.n, self.k)
+        return OpValue(max(floor, latency) * self.count, join_paths(paths), lookup)
 
 
 class ContextAttention(Op):
@@ -171,7 +234,8 @@ class ContextAttention(Op):
         return f"fmha={self.fmha.name},kv={self.kv.name}"
 
     def extras(self, k: Kernels) -> float:
-        """qk-norm, rope and kv-write memory ops, per token (not scaled by B or isl), times 1.1."""
+        """qk-norm, rope and kv-write memory ops, per token (not scaled by B or isl), times 1.1.
+        V is counted at the Q/K head size (families_hybrid 1.6)."""
         mem_op = k.system.mem_op
         q_num = self.n * self.d
         k_num = self.n_kv * self.d
@@ -202,6 +266,7 @@ class GenerationAttention(Op):
     """Decode attention: the mean of five table lookups around s (docs/spec 8.3); no extras."""
 
     kind = "GenerationAttention"
+    s_dependent = True
 
     def __init__(self, name, count, n, n_kv, d, w, kv: str):
         super().__init__(name, count)
@@ -219,6 +284,13 @@ class GenerationAttention(Op):
         return OpValue(self.count * value, path, Lookup("generation_attention_perf", args, kwargs))
 
 
+def _all_reduce(k: Kernels, count, gpus: int, size: int) -> OpValue:
+    """``count`` custom all-reduces of `size` elements over `gpus` GPUs (docs/spec 8.4)."""
+    latency, path = k.custom_allreduce.query(gpus, size)
+    args, kwargs = k.custom_allreduce.lookup_args(gpus, size)
+    return OpValue(count * latency, path, Lookup("custom_allreduce_perf", args, kwargs))
+
+
 class CustomAllReduce(Op):
     """Tensor-parallel all-reduce of the ``x*h`` activations (docs/spec 8.4)."""
 
@@ -233,10 +305,7 @@ class CustomAllReduce(Op):
     def evaluate(self, k, call):
         if self.tp == 1:
             return OpValue(0.0 * self.count, None, None)
-        size = call.x * self.h
-        latency, path = k.custom_allreduce.query(self.tp, size)
-        args, kwargs = k.custom_allreduce.lookup_args(self.tp, size)
-        return OpValue(self.count * latency, path, Lookup("custom_allreduce_perf", args, kwargs))
+        return _all_reduce(k, self.count, self.tp, call.x * self.h)
 
 
 class P2P(Op):
@@ -289,22 +358,26 @@ class MoE(Op):
 
 
 class MoEDispatch(Op):
-    """Token dispatch around the experts (docs/spec 10.3). At attention_dp = 1 on
-    vllm, sglang (non-DeepEP) and trtllm it is one custom all-reduce of the
-    ``x*h`` activations over ``G = moe_tp * moe_ep`` GPUs when ``attn_tp > 1``."""
+    """Token dispatch around the experts (docs/spec 10.3, families_mla 5.4). At
+    attention_dp = 1 on vllm, sglang (non-DeepEP) and trtllm it is one custom
+    all-reduce of the ``x*h`` activations over ``G = moe_tp * moe_ep`` GPUs
+    when ``attn_tp > 1`` (the all-reduce switches to NCCL on 72-GPU nodes
+    beyond 4 GPUs), else free. ``quant`` only labels the op (HYBRIDMOE builds
+    its dispatches without one: the label is ``None``); it would size the
+    trtllm SM100 all-to-all, which needs attention_dp > 1."""
 
     kind = "MoEDispatch"
 
-    def __init__(self, name, count, h, etp, eep, attention_dp, quant: str):
+    def __init__(self, name, count, h, etp, eep, attention_dp, quant: Optional[str]):
         super().__init__(name, count)
         self.h = h
         self.g = etp * eep
         self.attention_dp = attention_dp
-        self.quant = MOE_QUANTS[quant]
+        self.quant = MOE_QUANTS[quant] if quant is not None else None
 
     @property
     def quant_label(self):
-        return self.quant.name
+        return self.quant.name if self.quant is not None else "None"
 
     def evaluate(self, k, call):
         attn_tp = self.g // self.attention_dp
@@ -312,75 +385,12 @@ class MoEDispatch(Op):
             raise ValueError("unsupported: attention_dp > 1 (MoE dispatch over NCCL)")
         if attn_tp <= 1:
             return OpValue(0.0, None, None)
-        size = call.x * self.h
-        latency, path = k.custom_allreduce.query(self.g, size)
-        args, kwargs = k.custom_allreduce.lookup_args(self.g, size)
-        return OpValue(self.count * latency, path, Lookup("custom_allreduce_perf", args, kwargs))
+        return _all_reduce(k, self.count, self.g, call.x * self.h)
 
 
-# ---- op lists --------------------------------------------------------------------------------
-
-
-def build_ops(model: ModelSpec, phase: str, par: Parallel, gemm: str, moe: str, kv: str, fmha: str) -> List[Op]:
-    """The model's op list for `phase` ('context' | 'generation'), in the SDK's order."""
-    if model.family not in (LLAMA, MOE):
-        raise ValueError(f"unsupported model family {model.family} ({model.architecture})")
-    p = "context_" if phase == "context" else "generation_"
-    gen = phase == "generation"
-    tp = par.tp
-    L, h, H, d, I, V = model.num_layers, model.hidden, model.heads, model.head_dim, model.inter, model.vocab
-    n, n_kv = model.heads_per_gpu(tp)
-    # Generation counts carry the MTP factor (nextn + 1 = 1): floats L*1.0.
-    c = L * 1.0 if gen else L
-    one = 1 * 1.0 if gen else 1
-    attention_count = L / 1 if model.family == MOE else c
-
-    ops: List[Op] = [
-        Embedding(p + "embedding", one, h),
-        ElementWise(p + "add_norm_1", c, 2 * h, 2 * h),
-        GEMM(p + "qkv_gemm", c, H * d // tp + d * n_kv * 2, h, gemm),
-    ]
-    if gen:
-        ops.append(GenerationAttention(p + "attention", attention_count, n, n_kv, d, 0, kv))
-    else:
-        ops.append(ContextAttention(p + "attention", attention_count, n, n_kv, d, 0, kv, fmha, model.use_qk_norm))
-    ops += [
-        GEMM(p + "proj_gemm", c, h, H * d // tp, gemm),
-        ElementWise(p + "add_norm_2", c, 2 * h, 2 * h),
-    ]
-    if model.family == LLAMA:
-        ops += [
-            GEMM(p + "gate_ffn1_gemm", c, 2 * I // tp, h, gemm),
-            ElementWise(p + "act_gate", c, 2 * I // tp, I // tp),
-            GEMM(p + "ffn2_gemm", c, h, I // tp, gemm),
-            GEMM(p + "logits_gemm", one, V // tp, h, "bfloat16"),
-            CustomAllReduce(p + "embedding_ar", one, h, tp),
-            CustomAllReduce(p + "ar_1", c, h, tp),
-            CustomAllReduce(p + "ar_2", c, h, tp),
-            P2P(p + "p2p", par.pp - 1, h, par.pp),
-        ]
-    else:  # MOE: router, dispatch, experts; no ar_1 / ar_2; logits only in generation
-        ops += [
-            GEMM(p + "router_gemm", c, model.experts, h, "bfloat16"),
-            MoEDispatch(p + "moe_pre_dispatch", c, h, par.moe_tp, par.moe_ep, par.attention_dp, moe),
-            MoE(p + "moe", c, h, model.moe_inter, model.topk, model.experts, par.moe_tp, par.moe_ep, moe,
-                model.distribution, par.attention_dp),
-            MoEDispatch(p + "moe_post_dispatch", c, h, par.moe_tp, par.moe_ep, par.attention_dp, moe),
-        ]
-        if gen:
-            ops.append(GEMM(p + "logits_gemm", one, V // tp, h, "bfloat16"))
-        ops += [
-            CustomAllReduce(p + "embedding_ar", one, h, tp),
-            P2P(p + "p2p", par.pp - 1, h, par.pp),
-        ]
-    return ops
-
-
-def first_moe_lookup(model: ModelSpec, phase: str, par: Parallel, moe: str) -> MoE:
-    """The first MoE op of a HYBRIDMOE (Llama-4) step -- the only part of that
-    builder this port restates (docs/spec 10.4)."""
-    if model.family != HYBRIDMOE:
-        raise ValueError("not a HYBRIDMOE model")
-    p = "context_" if phase == "context" else "generation_"
-    return MoE(p + "moe", model.num_layers, model.hidden, model.moe_inter, model.topk, model.experts, par.moe_tp,
-               par.moe_ep, moe, model.distribution, par.attention_dp)
+def first_lookup(values: List[OpValue]) -> Optional[Lookup]:
+    """The first table lookup among several ops' values, in their order."""
+    for v in values:
+        if v.lookup is not None:
+            return v.lookup
+    return None

@@ -1,0 +1,43 @@
+"""The op lists of a step, per model family, in the SDK's order (the order is
+observable: per-op values are summed in it, docs/spec 9.3).
+
+| family | builder | spec |
+|---|---|---|
+| LLAMA, QWEN3VL | `llama` | docs/spec 6; families_hybrid 2 |
+| MOE (GPT-OSS included), QWEN3VL_MOE | `moe` | docs/spec 10.2; families_mla 4; families_hybrid 2 |
+| DEEPSEEK, KIMIK25 | `deepseek` | families_mla 3 |
+| HYBRIDMOE | `hybrid_moe` | families_hybrid 1.4, 1.5 |
+
+A builder takes the model, the phase ('context' | 'generation'), the
+parallel layout, the phase's quant modes and the backend. MTP is off
+(``nextn = 0``), so generation counts carry a factor 1.0 (they are floats).
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from ..model import DEEPSEEK, HYBRIDMOE, KIMIK25, LLAMA, MOE, QWEN3VL, QWEN3VL_MOE, ModelSpec
+from ..ops import Op, Parallel, PhaseQuants
+from . import deepseek, hybrid_moe, llama, moe
+
+__all__ = ["build_ops"]
+
+_BUILDERS = {
+    LLAMA: llama.build,
+    QWEN3VL: llama.build,
+    MOE: moe.build,
+    QWEN3VL_MOE: moe.build,
+    DEEPSEEK: deepseek.build,
+    KIMIK25: deepseek.build,
+    HYBRIDMOE: hybrid_moe.build,
+}
+
+
+def build_ops(model: ModelSpec, phase: str, par: Parallel, q: PhaseQuants, backend: str) -> List[Op]:
+    """The model's op list for `phase`; ValueError for a family without a builder."""
+    try:
+        builder = _BUILDERS[model.family]
+    except KeyError:
+        raise ValueError(f"unsupported model family {model.family} ({model.architecture}) of {model.name!r}") from None
+    return builder(model, phase, par, q, backend)

@@ -1,0 +1,334 @@
+"""The Python path's engine step against the spec's family goldens (wave 1),
+bit for bit: GPT-OSS, fp8-static checkpoints, Qwen3-VL / Qwen3-VL-MoE (text
+path), HYBRIDMOE (Llama-4, MiMo-V2-Flash), DeepSeek and Kimi (MLA)
+(docs/spec/families_mla_gptoss_fp8static.md, families_hybrid_vl_databases.md).
+
+Goldens: ``$AICSQL_GOLDENS``, else ``<repo>/tests/goldens``
+(``family_step_goldens.parquet``; rows of ``wave == 2`` are families left for
+later and must stay refused). Data: the cache rule. Missing data or goldens
+FAIL these tests.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import sys
+import types
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from _support import have_data, require
+
+try:
+    import aicsql.spec  # noqa: F401
+except ImportError:
+    # `aicsql/__init__.py` loads the compiled Rust extension; the Python path is
+    # pure Python and is tested without it: mount `aicsql` as a bare package.
+    _package = types.ModuleType("aicsql")
+    _package.__path__ = [str(Path(__file__).resolve().parents[1] / "aicsql")]
+    sys.modules["aicsql"] = _package
+    import aicsql.spec  # noqa: F401
+
+from aicsql.spec import data_dirs, engine_step, open_tree, step_latency, step_latency_batch
+from aicsql.spec.step.api import engine_step_table
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO / "tests" / "goldens")
+FAMILY_GOLDENS = GOLDENS / "family_step_goldens.parquet"
+
+VALUE_COLUMNS = ("latency_ms", "total_ms", "weighted_total_ms")
+LABEL_COLUMNS = ("op_name", "op_kind", "count", "quant", "lookup_table", "lookup_args", "interp_path")
+COMPOSITE_KINDS = ("FallbackOp", "OverlapOp")
+
+# The family each wave-1 model stands for.
+FAMILY_OF = {
+    "openai/gpt-oss-120b": "GPT-OSS",
+    "openai/gpt-oss-20b": "GPT-OSS",
+    "Qwen/Qwen3-32B-FP8-Static-PerTensor": "fp8-static",
+    "nvidia/Llama-3.1-70B-Instruct-FP8": "fp8-static",
+    "Qwen/Qwen3-VL-8B-Instruct": "Qwen3-VL",
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": "Qwen3-VL",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": "HYBRIDMOE",
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": "HYBRIDMOE",
+    "XiaomiMiMo/MiMo-V2-Flash": "HYBRIDMOE",
+    "deepseek-ai/DeepSeek-V3": "MLA",
+    "nvidia/DeepSeek-V3.1-NVFP4": "MLA",
+    "moonshotai/Kimi-K2.5": "MLA",
+}
+
+needs_data = require(have_data(open_tree), f"no perf data under {data_dirs()} (run the fetch step)")
+needs_goldens = require(FAMILY_GOLDENS.is_file(), f"no family goldens at {FAMILY_GOLDENS}")
+
+
+def _int_or_none(v):
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)
+
+
+def _config_args(r: dict) -> tuple:
+    """(model, db, tp, batch, isl, osl, moe_tp, moe_ep) of a golden row."""
+    return (r["model"], f"{r['system']}/{r['backend']}/{r['version']}", r["tp"], r["batch"], r["isl"], r["osl"],
+            _int_or_none(r["moe_tp"]), _int_or_none(r["moe_ep"]))  # fmt: skip
+
+
+def ulps(a: float, b: float) -> int:
+    """How many representable doubles lie between a and b."""
+    import struct
+
+    def key(x):
+        i = struct.unpack("<q", struct.pack("<d", x))[0]
+        return i if i >= 0 else -(i & 0x7FFFFFFFFFFFFFFF)
+
+    return abs(key(a) - key(b))
+
+
+def first_query(query_args: dict):
+    """The first table lookup the golden recorded for an op: its own db
+    queries, then its sub-ops' depth first (mem_op is not a table)."""
+    for q in query_args.get("db_queries", []):
+        if q["method"] != "query_mem_op":
+            return q
+    for sub in query_args.get("sub_ops", []):
+        found = first_query(sub)
+        if found is not None:
+            return found
+    return None
+
+
+@pytest.fixture(scope="module")
+def golden_groups():
+    rows = pq.read_table(FAMILY_GOLDENS).to_pylist()
+    groups = collections.OrderedDict()
+    for r in rows:
+        groups.setdefault((r["wave"], r["config_id"], r["phase"]), []).append(r)
+    return groups
+
+
+@needs_data
+@needs_goldens
+def test_every_wave_1_golden_row(golden_groups):
+    """Every op row (total_ms, latency_ms = total/count, weighted total, labels),
+    every __gen_step_total__ and both __step_total__ values, bit for bit."""
+    wrong: list = []
+    labels_wrong: list = []
+    per_family = collections.defaultdict(collections.Counter)
+    for (wave, config_id, phase), rows in golden_groups.items():
+        if wave != 1:
+            continue
+        model, db, tp, batch, isl, osl, moe_tp, moe_ep = _config_args(rows[0])
+        family = FAMILY_OF[model]
+        result = engine_step(model, db, phase, tp, batch, isl, osl, moe_tp, moe_ep)
+        per_family[family]["config-phases"] += 1
+        mine = {(m["row_kind"], m["gen_step_index"], m["op_index"]): m for m in result["rows"]}
+        assert len(mine) == len(result["rows"]) == len(rows), (config_id, phase, len(mine), len(rows))
+        for g in rows:
+            key = (g["row_kind"], _int_or_none(g["gen_step_index"]), g["op_index"])
+            m = mine.get(key)
+            assert m is not None, (config_id, phase, key)
+            where = (config_id, phase, g["op_name"], _int_or_none(g["gen_s"]))
+            for col in VALUE_COLUMNS:
+                if m[col] != g[col]:
+                    wrong.append((where, col, m[col], g[col], ulps(m[col], g[col])))
+            per_family[family][g["row_kind"] + " rows"] += 1
+            if g["row_kind"] == "op":
+                for col in LABEL_COLUMNS:
+                    got, want = m[col], g[col]
+                    if col == "count":
+                        got = float(got)
+                    if g["op_kind"] in COMPOSITE_KINDS and col in ("lookup_table", "lookup_args"):
+                        # The goldens leave a composite's lookup empty; ours is its first lookup.
+                        first = first_query(json.loads(g["query_args"]))
+                        want = json.dumps({"args": first["args"], "kwargs": first["kwargs"]}) \
+                            if col == "lookup_args" else None  # fmt: skip
+                        if col == "lookup_table":
+                            continue  # the golden query records name the method, checked through the args
+                    if got != want:
+                        labels_wrong.append((where, col, got, want))
+            if g["row_kind"] == "step_total":
+                col = "ttft_ms" if phase == "context" else "tpot_ms"
+                if result["total_ms"] != g[col] or m[col] != g[col]:
+                    wrong.append((where, col, result["total_ms"], g[col], ulps(result["total_ms"], g[col])))
+                want_quants = {c: g[c + "_quant"] for c in ("gemm", "moe", "fmha", "comm")}
+                want_quants["kvcache"] = g["kvcache_quant"]
+                assert {k: result["quants"][k] for k in want_quants} == want_quants, where
+    print("\nfamily goldens (wave 1), bit-identical rows per family:")
+    for family, counts in sorted(per_family.items()):
+        print(f"  {family}: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    assert sum(c["config-phases"] for c in per_family.values()) == 52
+    assert not wrong, f"{len(wrong)} values differ, first: {wrong[:5]}"
+    assert not labels_wrong, f"{len(labels_wrong)} labels differ, first: {labels_wrong[:5]}"
+
+
+@needs_data
+@needs_goldens
+def test_composite_lookups_name_their_table(golden_groups):
+    """A FallbackOp / OverlapOp row's lookup_table is the file of its first lookup."""
+    methods = {"query_context_mla_module": "mla_context_module_perf",
+               "query_generation_mla_module": "mla_generation_module_perf", "query_gemm": "gemm_perf"}  # fmt: skip
+    checked = 0
+    for (wave, config_id, phase), rows in golden_groups.items():
+        composites = [g for g in rows if wave == 1 and g["op_kind"] in COMPOSITE_KINDS and g["gen_step_index"] in
+                      (None, 0.0)]  # fmt: skip
+        if not composites:
+            continue
+        result = engine_step(*_config_args(rows[0])[:2], phase, *_config_args(rows[0])[2:])
+        mine = {(m["op_name"], m["gen_step_index"]): m for m in result["rows"] if m["row_kind"] == "op"}
+        for g in composites:
+            m = mine[(g["op_name"], _int_or_none(g["gen_step_index"]))]
+            assert m["lookup_table"] == methods[first_query(json.loads(g["query_args"]))["method"]], (config_id,)
+            assert m["interp_path"] is None and m["quant"] == ""
+            checked += 1
+    assert checked == 24  # 8 MLA configs x (context block, first decode step's block and overlap)
+
+
+# ---- wave 2 and unknown architectures stay refused -------------------------------------------------
+
+
+@needs_data
+@needs_goldens
+def test_wave_2_families_stay_refused(golden_groups):
+    families = {"deepseek-ai/DeepSeek-V3.2": "DEEPSEEKV32", "nvidia/GLM-5.2-NVFP4": "DEEPSEEKV32",
+                "deepseek-ai/DeepSeek-V4-Flash": "DEEPSEEKV4", "Qwen/Qwen3.5-27B": "QWEN35",
+                "Qwen/Qwen3.5-35B-A3B": "QWEN35", "google/gemma-4-26B-A4B": "GEMMA4MIX",
+                "nvidia/Llama-3_3-Nemotron-Super-49B-v1": "NEMOTRONNAS",
+                "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": "NEMOTRONH"}  # fmt: skip
+    seen = set()
+    for (wave, _config_id, phase), rows in golden_groups.items():
+        if wave != 2:
+            continue
+        model, db, tp, batch, isl, osl, moe_tp, moe_ep = _config_args(rows[0])
+        with pytest.raises(ValueError) as e:
+            engine_step(model, db, phase, tp, batch, isl, osl, moe_tp, moe_ep)
+        family = families[model]
+        assert f"family {family}); the {family} family is left for later" in str(e.value), str(e.value)
+        seen.add(model)
+    assert seen == set(families)
+    with pytest.raises(ValueError, match=r"MiniMaxM3ForCausalLM, family MINIMAXM3"):
+        step_latency("MiniMaxAI/MiniMax-M3", "h200_sxm/sglang/0.5.14", "context", 8, 1, 1024, 128, 1, 8)
+    with pytest.raises(ValueError, match=r"unsupported architecture 'KimiK3ForConditionalGeneration'"):
+        step_latency("moonshotai/Kimi-K3", "h200_sxm/sglang/0.5.14", "context", 8, 1, 1024, 128, 1, 8)
+
+
+# ---- walkthroughs of the docs, one value each -----------------------------------------------------
+
+
+def _op(rows, name, step=None, index=0):
+    found = [r for r in rows if r["row_kind"] == "op" and r["op_name"] == name and r["gen_step_index"] == step]
+    return found[index]
+
+
+@needs_data
+def test_deepseek_module_values_are_the_last_source_s():
+    """families_mla 8.2 / 7.2: the module tables are last-wins, so the vllm
+    0.19.0 cross-backend row (0.2281) prices DeepSeek-V3 on trtllm, not the
+    requested version's own 0.173."""
+    ctx = engine_step("deepseek-ai/DeepSeek-V3", "h200_sxm/trtllm/1.3.0rc20", "context", 8, 1, 1024, 128, 1, 8)
+    block = _op(ctx["rows"], "context_mla_block")
+    assert block["total_ms"] == 0.2281 * 61.0 and block["lookup_table"] == "mla_context_module_perf"
+    assert ctx["total_ms"] == 66.95556623232294
+    assert ctx["quants"]["fmha"] == "bfloat16"  # the context_mla guard (families_mla 2.4)
+    gen = engine_step("deepseek-ai/DeepSeek-V3", "h200_sxm/trtllm/1.3.0rc20", "generation", 8, 1, 1024, 128, 1, 8)
+    assert gen["quants"]["fmha"] == "fp8"
+    assert _op(gen["rows"], "generation_moe_overlap", 0)["total_ms"] == 3.261889624247948
+
+
+@needs_data
+def test_deepseek_granular_fallback_on_sglang():
+    """families_mla 8.2: sglang has no module table; the block is the sum of
+    the granular ops, and its lookup is the first of them."""
+    ctx = engine_step("deepseek-ai/DeepSeek-V3", "h200_sxm/sglang/0.5.14", "context", 8, 1, 1024, 128, 1, 8)
+    block = _op(ctx["rows"], "context_mla_block")
+    assert block["total_ms"] == 10.907892898747095
+    assert json.loads(block["lookup_args"]) == {"args": [1024, 2112, 7168, "fp8_block"], "kwargs": {}}
+    assert ctx["total_ms"] == 68.87797845324936
+
+
+@needs_data
+def test_gpt_oss_attention_ops_share_one_entry():
+    """families_mla 8.4: the windowed attention comes first and both attention
+    ops sum into one entry, first in the TTFT sum."""
+    ctx = engine_step("openai/gpt-oss-120b", "h200_sxm/vllm/0.24.0", "context", 4, 1, 1024, 128, 1, 4)
+    windowed, full = _op(ctx["rows"], "context_attention"), _op(ctx["rows"], "context_attention", index=1)
+    assert (windowed["op_index"], full["op_index"]) == (0, 4)
+    assert json.loads(windowed["lookup_args"])["kwargs"] == {"window_size": 128, "head_size": 64}
+    assert windowed["total_ms"] == 0.5150663891495705 and full["total_ms"] == 0.7700423860610962
+    assert ctx["total_ms"] == 23.92758433474661
+    assert ctx["quants"]["moe"] == "w4a16_mxfp4"
+
+
+@needs_data
+def test_fp8_static_gemm_subtracts_both_tables():
+    """families_mla 8.5: proj = (G - compute_scale) - scale_matrix."""
+    ctx = engine_step("Qwen/Qwen3-32B-FP8-Static-PerTensor", "h200_sxm/trtllm/1.3.0rc20", "context", 2, 1, 1024, 128)
+    proj = _op(ctx["rows"], "context_proj_gemm")
+    assert proj["total_ms"] == ((0.05035733183224996 - 0.010022400071223578) - 0.0039381332695484165) * 64
+    assert proj["quant"] == "fp8_static" and proj["interp_path"] == "exact_hit"
+    assert ctx["total_ms"] == 39.51187354344215
+    # vllm 0.19.0 has no compute-scale table: the step misses there, naming it.
+    with pytest.raises(ValueError, match=r"context_qkv_gemm: perf data not available in computescale_perf"):
+        engine_step("Qwen/Qwen3-32B-FP8-Static-PerTensor", "h200_sxm/vllm/0.19.0", "context", 2, 1, 1024, 128)
+
+
+@needs_data
+def test_hybrid_scout_walkthrough():
+    """families_hybrid 5.2: Scout on gb200 vllm 0.24.0, tp4 etp4 ep1, B1."""
+    ctx = engine_step("meta-llama/Llama-4-Scout-17B-16E-Instruct", "gb200/vllm/0.24.0", "context", 4, 1, 1024, 128,
+                      4, 1)  # fmt: skip
+    rows = ctx["rows"]
+    assert _op(rows, "context_global_qkv_gemm")["total_ms"] == 0.33919979097161057
+    assert _op(rows, "context_global_proj_gemm")["total_ms"] == 0.25999878007877303  # the tie, 1.8 (2)
+    assert _op(rows, "context_attention", index=1)["total_ms"] == 0.9243175445510559  # window 8192
+    assert _op(rows, "context_global_moe_pre_dispatch")["quant"] == "None"
+    assert not any("router" in r["op_name"] for r in rows)  # E = 16 < 128
+    assert ctx["total_ms"] == 19.960800166727523
+
+
+@needs_data
+def test_qwen3_vl_has_no_qk_norm():
+    """families_hybrid 5.4: the VL text path prices attention without q/k-norm."""
+    ctx = engine_step("Qwen/Qwen3-VL-8B-Instruct", "a100_sxm/vllm/0.14.0", "context", 1, 1, 1024, 128)
+    assert _op(ctx["rows"], "context_attention")["total_ms"] == 3.9577166257644585
+
+
+# ---- the batch entry point and the SQL-table rows ----------------------------------------------------
+
+
+@needs_data
+def test_batch_prices_the_new_families():
+    cases = [
+        ("openai/gpt-oss-20b", "h100_sxm/sglang/0.5.14", "generation", 1, 8, 4096, 128, 1, 1),
+        ("moonshotai/Kimi-K2.5", "b200_sxm/vllm/0.24.0", "context", 8, 1, 1024, 128, 1, 8),
+        ("XiaomiMiMo/MiMo-V2-Flash", "h200_sxm/sglang/0.5.14", "context", 4, 1, 1024, 128, 1, 4),
+        ("Qwen/Qwen3-32B-FP8-Static-PerTensor", "h200_sxm/vllm/0.19.0", "context", 2, 1, 1024, 128, None, None),
+    ]
+    columns = list(zip(*cases))
+    arrays = [pa.array(c) for c in columns[:7]] + [pa.array(c, pa.int64()) for c in columns[7:]]
+    got = step_latency_batch({"on_miss": "null"}, *arrays).to_pylist()
+    assert got[:3] == [step_latency(*c) for c in cases[:3]]
+    assert got[1] == 92.10433549719448 and got[3] is None
+    assert got[0] == 9.018804640482259
+
+
+@needs_data
+def test_engine_step_table_rows_use_the_existing_columns():
+    """py_engine_step's rows for the new lookups: the MLA / scale lookups fill
+    the attention / GEMM argument columns, lookup_args is the method and its call."""
+    rows = engine_step_table(
+        {"on_miss": "error"}, "deepseek-ai/DeepSeek-V3", "h200_sxm/sglang/0.5.14", "generation", 8, 1, 1024, 128, 1, 8
+    ).to_pylist()
+    block = next(r for r in rows if r["op_name"] == "generation_mla_block")
+    assert block["lookup_table"] == "gemm_perf" and (block["m"], block["n"], block["k"]) == (1, 2112, 7168)
+    rows = engine_step_table(
+        {"on_miss": "error"}, "deepseek-ai/DeepSeek-V3", "h200_sxm/trtllm/1.3.0rc20", "context", 8, 1, 1024, 128, 1, 8
+    ).to_pylist()
+    block = next(r for r in rows if r["op_name"] == "context_mla_block")
+    assert block["lookup_table"] == "mla_context_module_perf"
+    assert (block["attn_batch"], block["attn_seq"], block["attn_prefix"], block["heads"]) == (1, 1024, 0, 16)
+    assert block["lookup_args"] == 'query_context_mla_module {"args": [], "kwargs": {"b": 1, "s": 1024, ' \
+        '"prefix": 0, "num_heads": 16, "kvcache_quant_mode": "fp8", "fmha_quant_mode": "bfloat16", ' \
+        '"gemm_quant_mode": "fp8_block"}}'  # fmt: skip
