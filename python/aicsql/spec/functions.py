@@ -5,8 +5,9 @@ The bridge passes the session's ``aic.*`` settings as a dict of strings
 (without the ``aic.`` prefix):
 
 ``backend``       backend for a database argument that names none ('' = unset)
-``version``       version for one that names none; 'latest' = newest PEP 440
-                  version of that system/backend with a GEMM table
+``version``       version for one that names none; 'latest' = the spec's latest
+                  database of that system/backend (marker-only versions
+                  excluded; docs/spec/families_hybrid_vl_databases.md 4.4)
 ``on_miss``       'null' (a spec miss gives NULL) or 'error' (raise)
 ``shared_layer``  'true' = the spec's default source union, 'false' = own file only
 ``data``          optional: data directories (else the cache-dir rule); the

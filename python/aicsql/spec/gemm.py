@@ -2,9 +2,10 @@
 
 Loading (docs/spec 4.2, 4.4, 11.1)
     A database's GEMM table is the row-concatenation of its sources in
-    priority order -- its own file; with the shared layer on, then the donors
-    of its ``reuse.yaml`` and the same backend's strictly older versions
-    (PEP 440, nearest first) -- inserted into nested dicts
+    priority order (`aicsql.spec.sources`: its own file; with the shared layer
+    on, then the donors of its ``reuse.yaml``, the same backend's strictly
+    older versions, PEP 440 nearest first, and manifest-shared rows of other
+    backends) -- inserted into nested dicts
     ``[gemm_dtype][m][n][k] -> latency`` where the first row wins. Every
     stored latency is then raised to its SOL, computed with the row's own
     quant mode.
@@ -333,6 +334,10 @@ class GemmSlice:
             if len(top) == NN_SITES:
                 break
         return top
+
+    def neighbours(self, m: int, n: int, k: int) -> List[int]:
+        """The sites a transfer of (m, n, k) blends from, in rank order."""
+        return [sid for _, sid in self._nearest(m, n, k)]
 
     def transfer(self, m: int, n: int, k: int, q: QuantMode, trace: Optional[list] = None) -> float:
         top = self._nearest(m, n, k)

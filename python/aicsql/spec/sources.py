@@ -238,7 +238,7 @@ def _build(tree: DataTree, db: Database, name: str, shared_layer: bool) -> List[
     return out
 
 
-_SOURCES: Dict[Tuple[int, Database, str, bool], List[TableFile]] = {}
+_SOURCES: Dict[Tuple[int, Database, str, bool], Tuple[DataTree, List[TableFile]]] = {}
 _SOURCES_LOCK = threading.Lock()
 
 
@@ -249,11 +249,11 @@ def table_sources(tree: DataTree, db: Database, name: str, shared_layer: bool = 
     key = (id(tree), db, name, bool(shared_layer))
     with _SOURCES_LOCK:
         hit = _SOURCES.get(key)
-    if hit is None:
-        hit = _build(tree, db, name, bool(shared_layer))
+    if hit is None or hit[0] is not tree:  # a dead tree's id may be reused
+        hit = (tree, _build(tree, db, name, bool(shared_layer)))
         with _SOURCES_LOCK:
-            hit = _SOURCES.setdefault(key, hit)
-    return list(hit)
+            _SOURCES[key] = hit
+    return list(hit[1])
 
 
 # ---- reading ---------------------------------------------------------------------------

@@ -107,7 +107,7 @@ def _gemm_path(k: Kernels, q: QuantMode, m: int, n: int, kk: int) -> str:
         return "miss"
     sid = s.site_id.get((n, kk))
     if sid is None:
-        for _, neighbour in s._nearest(m, n, kk):
+        for neighbour in s.neighbours(m, n, kk):
             ms = s.curve_m[neighbour]
             if m not in ms and not ms[0] < m < ms[-1]:
                 return "site_transfer+curve_util_hold"
