@@ -28,12 +28,15 @@ impl Rng {
     }
 }
 
-/// Every (database, quant) pair with GEMM data, from the catalog itself.
+/// Every (database, quant) pair with GEMM data of its own, from the catalog itself.
 async fn pairs(ctx: &SessionContext) -> Vec<(String, String)> {
     let batches = ctx
         .sql(
-            "SELECT DISTINCT system || '/' || backend || '/' || version AS db, gemm_dtype FROM aic.perf.gemm \
-             ORDER BY 1, 2",
+            // aic.perf.gemm also holds rows of version dirs that are no
+            // database (a legacy INCOMPLETE.txt dir is still a donor).
+            "SELECT DISTINCT g.system || '/' || g.backend || '/' || g.version AS db, g.gemm_dtype \
+             FROM aic.perf.gemm g JOIN (SELECT DISTINCT db FROM aic.meta.databases) d \
+             ON d.db = g.system || '/' || g.backend || '/' || g.version ORDER BY 1, 2",
         )
         .await
         .expect("plan")

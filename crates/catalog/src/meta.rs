@@ -1,4 +1,5 @@
-//! Schema `aic.meta`: what is mounted (databases), the system constants,
+//! Schema `aic.meta`: what is mounted (databases, communication-library
+//! tables), the system constants,
 //! the model configs and the upstream support matrix.
 
 use std::sync::Arc;
@@ -15,7 +16,8 @@ use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
-use aicsql_tables::{DataTree, Layout, Num, read_model_config, read_system_yaml, support_matrix};
+use aicsql_tables::version_dirs::DATABASE_BACKENDS;
+use aicsql_tables::{DataTree, Layout, Num, PerfFile, read_model_config, read_system_yaml, support_matrix};
 
 use crate::prune;
 
@@ -23,6 +25,7 @@ use crate::prune;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetaKind {
     Databases,
+    CommLibraries,
     Systems,
     Models,
     ModelGemms,
@@ -30,12 +33,19 @@ pub enum MetaKind {
 }
 
 impl MetaKind {
-    pub const ALL: [MetaKind; 5] =
-        [MetaKind::Databases, MetaKind::Systems, MetaKind::Models, MetaKind::ModelGemms, MetaKind::SupportMatrix];
+    pub const ALL: [MetaKind; 6] = [
+        MetaKind::Databases,
+        MetaKind::CommLibraries,
+        MetaKind::Systems,
+        MetaKind::Models,
+        MetaKind::ModelGemms,
+        MetaKind::SupportMatrix,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             MetaKind::Databases => "databases",
+            MetaKind::CommLibraries => "comm_libraries",
             MetaKind::Systems => "systems",
             MetaKind::Models => "models",
             MetaKind::ModelGemms => "model_gemms",
@@ -77,6 +87,7 @@ impl SchemaProvider for MetaSchema {
         };
         let schema = match kind {
             MetaKind::Databases => databases_schema(),
+            MetaKind::CommLibraries => comm_libraries_schema(),
             MetaKind::Systems => systems_schema(),
             MetaKind::Models => models_schema(),
             MetaKind::ModelGemms => model_gemms_schema(),
@@ -128,6 +139,7 @@ impl TableProvider for MetaTable {
             |e: aicsql_tables::TablesError| DataFusionError::Execution(format!("aic.meta.{}: {e}", self.kind.name()));
         let batch = match self.kind {
             MetaKind::Databases => databases(&self.tree)?,
+            MetaKind::CommLibraries => comm_libraries(&self.tree)?,
             MetaKind::Systems => {
                 let docs = self.tree.system_yamls();
                 let names: Vec<&str> = docs.iter().map(|d| d.stem.as_str()).collect();
@@ -183,6 +195,81 @@ fn databases_schema() -> SchemaRef {
         utf8("system", false),
         utf8("backend", false),
         utf8("version", false),
+        Field::new("latest", DataType::Boolean, false),
+        Field::new("marker_only", DataType::Boolean, false),
+        utf8("table", true),
+        utf8("family", true),
+        utf8("layout", true),
+        utf8("release", true),
+        utf8("path", true),
+        utf8("shadowed_releases", true),
+    ]))
+}
+
+/// One row per table file a database holds itself; a database that holds
+/// none (its tables all come from the shared layer) has one row with a NULL
+/// table. Only the spec's databases are listed (docs/spec/
+/// families_hybrid_vl_databases.md 4.2): communication-library tables are
+/// in `aic.meta.comm_libraries`, and partial dirs are no databases.
+fn databases(tree: &DataTree) -> Result<RecordBatch> {
+    let set = tree.databases();
+    if let Some(e) = set.broken().next() {
+        return Err(DataFusionError::Execution(format!("aic.meta.databases: {e}")));
+    }
+    let mut text: Vec<StringBuilder> = (0..10).map(|_| StringBuilder::new()).collect();
+    let (mut latest, mut marker) = (BooleanBuilder::new(), BooleanBuilder::new());
+    let files = tree.perf_files();
+    for e in set.entries() {
+        let own: Vec<&PerfFile> = files
+            .iter()
+            .filter(|f| !f.partial_dir && f.system == e.system && f.backend == e.backend && f.version == e.version)
+            .collect();
+        let rows: Vec<Option<&PerfFile>> =
+            if own.is_empty() { vec![None] } else { own.into_iter().map(Some).collect() };
+        for f in rows {
+            text[0].append_value(e.db());
+            text[1].append_value(&e.system);
+            text[2].append_value(&e.backend);
+            text[3].append_value(&e.version);
+            latest.append_value(e.latest);
+            marker.append_value(e.marker_only);
+            file_columns(tree, f, &mut text[4..]);
+        }
+    }
+    let mut arrays: Vec<ArrayRef> = text[..4].iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef).collect();
+    arrays.push(Arc::new(latest.finish()));
+    arrays.push(Arc::new(marker.finish()));
+    arrays.extend(text[4..].iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+    Ok(RecordBatch::try_new(databases_schema(), arrays)?)
+}
+
+/// table, family, layout, release, path, shadowed_releases of a file (all NULL without one).
+fn file_columns(tree: &DataTree, f: Option<&PerfFile>, cols: &mut [StringBuilder]) {
+    let Some(f) = f else {
+        cols.iter_mut().for_each(StringBuilder::append_null);
+        return;
+    };
+    cols[0].append_value(&f.table);
+    cols[1].append_option(f.family.as_deref());
+    cols[2].append_value(match f.layout {
+        Layout::Legacy => "legacy",
+        Layout::Family => "family",
+    });
+    cols[3].append_value(tree.release_label(f.root));
+    cols[4].append_value(f.path.display().to_string());
+    if f.shadowed.is_empty() {
+        cols[5].append_null();
+    } else {
+        let labels: Vec<&str> = f.shadowed.iter().map(|&r| tree.release_label(r)).collect();
+        cols[5].append_value(labels.join(", "));
+    }
+}
+
+fn comm_libraries_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        utf8("system", false),
+        utf8("library", false),
+        utf8("version", false),
         utf8("table", false),
         utf8("family", true),
         utf8("layout", false),
@@ -192,31 +279,19 @@ fn databases_schema() -> SchemaRef {
     ]))
 }
 
-fn databases(tree: &DataTree) -> Result<RecordBatch> {
-    let files = tree.perf_files();
-    let mut cols: Vec<StringBuilder> = (0..10).map(|_| StringBuilder::new()).collect();
-    for f in files {
-        cols[0].append_value(f.db());
-        cols[1].append_value(&f.system);
-        cols[2].append_value(&f.backend);
-        cols[3].append_value(&f.version);
-        cols[4].append_value(&f.table);
-        cols[5].append_option(f.family.as_deref());
-        cols[6].append_value(match f.layout {
-            Layout::Legacy => "legacy",
-            Layout::Family => "family",
-        });
-        cols[7].append_value(tree.release_label(f.root));
-        cols[8].append_value(f.path.display().to_string());
-        if f.shadowed.is_empty() {
-            cols[9].append_null();
-        } else {
-            let labels: Vec<&str> = f.shadowed.iter().map(|&r| tree.release_label(r)).collect();
-            cols[9].append_value(labels.join(", "));
-        }
+/// The communication libraries' tables (`nccl/<version>/`, `comm/nccl/<version>/`,
+/// oneCCL likewise): the databases of a system read them by the system's
+/// NCCL version; they are not databases themselves.
+fn comm_libraries(tree: &DataTree) -> Result<RecordBatch> {
+    let mut text: Vec<StringBuilder> = (0..9).map(|_| StringBuilder::new()).collect();
+    for f in tree.perf_files().iter().filter(|f| !DATABASE_BACKENDS.contains(&f.backend.as_str())) {
+        text[0].append_value(&f.system);
+        text[1].append_value(&f.backend);
+        text[2].append_value(&f.version);
+        file_columns(tree, Some(f), &mut text[3..]);
     }
-    let arrays: Vec<ArrayRef> = cols.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef).collect();
-    Ok(RecordBatch::try_new(databases_schema(), arrays)?)
+    let arrays: Vec<ArrayRef> = text.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef).collect();
+    Ok(RecordBatch::try_new(comm_libraries_schema(), arrays)?)
 }
 
 fn systems_schema() -> SchemaRef {

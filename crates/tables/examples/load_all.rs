@@ -62,7 +62,7 @@ fn main() {
                 ),
                 "moe" => note(&db, MoeTable::cached(&tree, s, b, v, shared).map(drop).map_err(|e| e.to_string())),
                 "custom_allreduce" => {
-                    note(&db, AllReduceTable::cached(&tree, s, b, v).map(drop).map_err(|e| e.to_string()))
+                    note(&db, AllReduceTable::cached(&tree, s, b, v, true).map(drop).map_err(|e| e.to_string()))
                 }
                 "nccl" => note(&db, NcclTable::cached(&tree, s).map(drop).map_err(|e| e.to_string())),
                 _ => {}

@@ -74,7 +74,7 @@ pub struct TableCache {
     pub(crate) gemm: Slots<(DbKey, GemmQuant, bool), GemmTable>,
     pub(crate) context_attention: Slots<(DbKey, bool), ContextAttentionTable>,
     pub(crate) generation_attention: Slots<(DbKey, bool), GenerationAttentionTable>,
-    pub(crate) custom_allreduce: Slots<DbKey, AllReduceTable>,
+    pub(crate) custom_allreduce: Slots<(DbKey, bool), AllReduceTable>,
     pub(crate) nccl: Slots<String, NcclTable>,
     pub(crate) moe: Slots<(DbKey, bool), MoeTable>,
     pub(crate) systems: Slots<String, (SystemSpec, PathBuf)>,

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::cache::TableCache;
 use crate::error::{Result, TablesError};
 use crate::pep440::Version;
+use crate::version_dirs::{BACKEND_DIRS, DatabaseSet, VersionDir};
 
 /// Name of the marker file the fetch step writes beside each unpacked release.
 pub const RELEASE_MARKER: &str = "RELEASE";
@@ -85,6 +86,11 @@ pub struct PerfFile {
     pub path: PathBuf,
     /// Roots that hold the same (system, backend, version, table) but lost.
     pub shadowed: Vec<usize>,
+    /// The file's version dir is partial. Only a legacy-layout file can win
+    /// while partial (partial family dirs are never read, docs/spec
+    /// families_hybrid_vl_databases.md 4.3): it is then no database's own
+    /// file, but still a shared-layer donor of newer versions.
+    pub partial_dir: bool,
 }
 
 impl PerfFile {
@@ -97,20 +103,6 @@ impl PerfFile {
     pub fn version_dir(&self) -> &Path {
         self.path.parent().unwrap_or(Path::new(""))
     }
-}
-
-/// A version directory's `reuse.yaml`: the version declares some of its
-/// tables by naming donor versions instead of holding their files (e.g.
-/// `gb200/gemm/trtllm/1.3.0rc23`). Listed only; `sources` reads it.
-#[derive(Debug, Clone)]
-pub struct ReuseFile {
-    pub system: String,
-    pub backend: String,
-    pub version: String,
-    /// Family directory (family layout only); the file speaks for that family's tables.
-    pub family: Option<String>,
-    pub root: usize,
-    pub path: PathBuf,
 }
 
 /// A plain document (system YAML, model config, support matrix CSV) after
@@ -128,7 +120,8 @@ pub struct DocFile {
 pub struct DataTree {
     roots: Vec<DataRoot>,
     perf_files: Vec<PerfFile>,
-    reuse_files: Vec<ReuseFile>,
+    version_dirs: Vec<VersionDir>,
+    databases: DatabaseSet,
     system_yamls: Vec<DocFile>,
     model_configs: Vec<DocFile>,
     support_matrices: Vec<DocFile>,
@@ -202,23 +195,35 @@ impl DataTree {
         order.sort_by(|&a, &b| roots[b].rank().cmp(&roots[a].rank()));
 
         let mut perf: BTreeMap<(String, String, String, String), PerfFile> = BTreeMap::new();
-        let mut reuse_files = Vec::new();
+        let mut version_dirs = Vec::new();
         let mut systems = BTreeMap::new();
         let mut models = BTreeMap::new();
         let mut support = BTreeMap::new();
         for &ri in &order {
             let root = &roots[ri];
             let listing = list_perf_files(&root.dir.join("systems").join("data"), ri)?;
-            reuse_files.extend(listing.reuse);
-            for file in listing.perf {
+            // Within a root, a family dir's file serves before the legacy
+            // path of the same version (the spec's resolver); a partial
+            // family dir is never read.
+            let mut files = listing.perf;
+            files.sort_by_key(|f| f.layout == Layout::Legacy);
+            for file in files {
+                if file.partial_dir && file.layout == Layout::Family {
+                    continue;
+                }
                 let key = (file.system.clone(), file.backend.clone(), file.version.clone(), file.table.clone());
                 match perf.get_mut(&key) {
-                    Some(winner) => winner.shadowed.push(ri),
+                    Some(winner) => {
+                        if winner.root != ri && !winner.shadowed.contains(&ri) {
+                            winner.shadowed.push(ri);
+                        }
+                    }
                     None => {
                         perf.insert(key, file);
                     }
                 }
             }
+            version_dirs.extend(listing.dirs);
             collect_docs(&root.dir.join("systems"), ri, |n| n.ends_with(".yaml"), &mut systems)?;
             collect_docs(&root.dir.join("model_configs"), ri, is_model_config, &mut models)?;
             collect_docs(&root.dir.join("systems").join("support_matrix"), ri, |n| n.ends_with(".csv"), &mut support)?;
@@ -230,10 +235,12 @@ impl DataTree {
                 .then_with(|| cmp_version_names(&a.version, &b.version))
                 .then_with(|| a.table.cmp(&b.table))
         });
+        let databases = DatabaseSet::build(&version_dirs);
         Ok(DataTree {
             roots,
             perf_files,
-            reuse_files,
+            version_dirs,
+            databases,
             system_yamls: systems.into_values().collect(),
             model_configs: models.into_values().collect(),
             support_matrices: support.into_values().collect(),
@@ -252,10 +259,16 @@ impl DataTree {
         &self.perf_files
     }
 
-    /// Every `reuse.yaml` under `systems/data`, best root first (the order
-    /// in which a lookup should take them).
-    pub fn reuse_files(&self) -> &[ReuseFile] {
-        &self.reuse_files
+    /// Every version dir under `systems/data`, best root first, then in
+    /// listing (name) order: family dirs and legacy dirs alike, partial
+    /// ones included.
+    pub fn version_dirs(&self) -> &[VersionDir] {
+        &self.version_dirs
+    }
+
+    /// The spec's databases (docs/spec/families_hybrid_vl_databases.md 4.2).
+    pub fn databases(&self) -> &DatabaseSet {
+        &self.databases
     }
 
     /// Distinct table kinds, sorted.
@@ -370,9 +383,13 @@ fn release_of(root: &Path) -> Result<Release> {
 #[derive(Default)]
 struct Listing {
     perf: Vec<PerfFile>,
-    reuse: Vec<ReuseFile>,
+    dirs: Vec<VersionDir>,
 }
 
+/// Version dirs are found as the spec finds them (4.2 step 2): a
+/// first-level dir named like a backend is the legacy layout
+/// (`<backend>/<version>`), any other is a family (`<family>/<backend>/<version>`).
+/// Names starting with `.` are skipped, version names starting with `_` too.
 fn list_perf_files(data_dir: &Path, root: usize) -> Result<Listing> {
     let mut out = Listing::default();
     for system in read_dir_sorted(data_dir)? {
@@ -380,58 +397,71 @@ fn list_perf_files(data_dir: &Path, root: usize) -> Result<Listing> {
             continue;
         }
         let system_name = system.file_name().to_string_lossy().into_owned();
-        walk_system(&system.path(), &system_name, &mut Vec::new(), root, &mut out)?;
+        for first in subdirs(&system.path())? {
+            if BACKEND_DIRS.contains(&first.0.as_str()) {
+                for (version, path) in versions(&first.1)? {
+                    list_version_dir(&system_name, &first.0, &version, None, root, path, &mut out)?;
+                }
+            } else {
+                for (backend, backend_path) in subdirs(&first.1)? {
+                    for (version, path) in versions(&backend_path)? {
+                        list_version_dir(&system_name, &backend, &version, Some(&first.0), root, path, &mut out)?;
+                    }
+                }
+            }
+        }
     }
     Ok(out)
 }
 
-fn walk_system(dir: &Path, system: &str, parts: &mut Vec<String>, root: usize, out: &mut Listing) -> Result<()> {
-    for entry in read_dir_sorted(dir)? {
-        let path = entry.path();
+/// Sub-directories of `dir` not starting with `.`, in name order.
+fn subdirs(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    Ok(read_dir_sorted(dir)?
+        .into_iter()
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .filter(|(name, path)| !name.starts_with('.') && path.is_dir())
+        .collect())
+}
+
+fn versions(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    Ok(subdirs(dir)?.into_iter().filter(|(name, _)| !name.starts_with('_')).collect())
+}
+
+fn list_version_dir(
+    system: &str,
+    backend: &str,
+    version: &str,
+    family: Option<&str>,
+    root: usize,
+    path: PathBuf,
+    out: &mut Listing,
+) -> Result<()> {
+    let dir = VersionDir::read(system, backend, version, family, root, path)?;
+    // A broken sidecar fails whatever uses the system, naming the file; the
+    // files are listed regardless.
+    let partial_dir = dir.is_partial().unwrap_or(false);
+    for entry in read_dir_sorted(&dir.path)? {
         let name = entry.file_name().to_string_lossy().into_owned();
         // A perf-table name is a perf file whatever it is on disk: one that
         // cannot be read as a file fails when it is loaded, naming itself,
         // instead of making its database look like it has no such table.
-        let perf_name = name.ends_with("_perf.parquet") && parts.len() >= 2;
-        if path.is_dir() && !perf_name {
-            if parts.len() < 3 {
-                parts.push(name);
-                walk_system(&path, system, parts, root, out)?;
-                parts.pop();
-            }
-            continue;
-        }
-        let (family, layout, backend, version) = match parts.as_slice() {
-            [backend, version] => (None, Layout::Legacy, backend, version),
-            [family, backend, version] => (Some(family.clone()), Layout::Family, backend, version),
-            _ => continue,
-        };
-        if name == "reuse.yaml" {
-            out.reuse.push(ReuseFile {
-                system: system.to_string(),
-                backend: backend.clone(),
-                version: version.clone(),
-                family,
-                root,
-                path,
-            });
-            continue;
-        }
         let Some(table) = name.strip_suffix("_perf.parquet") else {
             continue;
         };
         out.perf.push(PerfFile {
             system: system.to_string(),
-            backend: backend.clone(),
-            version: version.clone(),
+            backend: backend.to_string(),
+            version: version.to_string(),
             table: table.to_string(),
-            family,
-            layout,
+            family: family.map(str::to_string),
+            layout: if family.is_some() { Layout::Family } else { Layout::Legacy },
             root,
-            path,
+            path: entry.path(),
             shadowed: Vec::new(),
+            partial_dir,
         });
     }
+    out.dirs.push(dir);
     Ok(())
 }
 

@@ -25,6 +25,7 @@ pub mod support_matrix;
 pub mod system;
 #[cfg(test)]
 mod test_data;
+pub mod version_dirs;
 
 pub use cache::{CacheStats, TableCache};
 pub use discovery::{DataRoot, DataTree, DocFile, Layout, PerfFile, RELEASE_MARKER, Release};

@@ -1,4 +1,10 @@
-//! Model descriptions from Hugging Face `config.json` files (docs/spec section 2).
+//! Model descriptions from Hugging Face `config.json` files (docs/spec
+//! section 2; families, nested text configs and quantisation inference as
+//! docs/spec/families_mla_gptoss_fp8static.md 1-2 restate them).
+//!
+//! Parsing here is lenient (every field optional) because `aic.meta.models`
+//! lists every shipped config, including families no estimator prices; the
+//! engine step checks what its family needs.
 
 use std::fs;
 use std::path::PathBuf;
@@ -8,18 +14,72 @@ use serde_json::Value;
 use crate::discovery::DocFile;
 use crate::error::{Result, TablesError};
 
-/// Model families the spec's builders know.
+/// The spec's architecture -> family map, in its order (the order of the
+/// list an unknown architecture's error shows).
+pub const ARCHITECTURES: [(&str, &str); 27] = [
+    ("LlamaForCausalLM", "LLAMA"),
+    ("Qwen2ForCausalLM", "LLAMA"),
+    ("Qwen3ForCausalLM", "LLAMA"),
+    ("Qwen3VLForConditionalGeneration", "QWEN3VL"),
+    ("Qwen3VLMoeForConditionalGeneration", "QWEN3VL_MOE"),
+    ("MiMoForCausalLM", "LLAMA"),
+    ("DeepSeekForCausalLM", "DEEPSEEK"),
+    ("DeepseekV3ForCausalLM", "DEEPSEEK"),
+    ("DeepseekV32ForCausalLM", "DEEPSEEKV32"),
+    ("GlmMoeDsaForCausalLM", "DEEPSEEKV32"),
+    ("DeepseekV4ForCausalLM", "DEEPSEEKV4"),
+    ("KimiK25ForConditionalGeneration", "KIMIK25"),
+    ("NemotronForCausalLM", "NEMOTRONNAS"),
+    ("DeciLMForCausalLM", "NEMOTRONNAS"),
+    ("NemotronHForCausalLM", "NEMOTRONH"),
+    ("MixtralForCausalLM", "MOE"),
+    ("GptOssForCausalLM", "MOE"),
+    ("Qwen2MoeForCausalLM", "MOE"),
+    ("Qwen3MoeForCausalLM", "MOE"),
+    ("MiniMaxM2ForCausalLM", "MOE"),
+    ("MiniMaxM3ForCausalLM", "MINIMAXM3"),
+    ("MiniMaxM3SparseForConditionalGeneration", "MINIMAXM3"),
+    ("MiMoV2FlashForCausalLM", "HYBRIDMOE"),
+    ("Llama4ForConditionalGeneration", "HYBRIDMOE"),
+    ("Qwen3_5ForConditionalGeneration", "QWEN35"),
+    ("Qwen3_5MoeForConditionalGeneration", "QWEN35"),
+    ("Gemma4ForConditionalGeneration", "GEMMA4MIX"),
+];
+
+/// Multimodal wrappers whose language model lives under `text_config`.
+const NESTED_TEXT_CONFIG: [&str; 8] = [
+    "KimiK25ForConditionalGeneration",
+    "Llama4ForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "Gemma4ForConditionalGeneration",
+    "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration",
+    "MiniMaxM3SparseForConditionalGeneration",
+];
+
+/// The family of an architecture, as the spec maps it.
 pub fn family_of(architecture: &str) -> Option<&'static str> {
-    match architecture {
-        "LlamaForCausalLM" | "Qwen2ForCausalLM" | "Qwen3ForCausalLM" | "MiMoForCausalLM" => Some("LLAMA"),
-        "MixtralForCausalLM"
-        | "Qwen2MoeForCausalLM"
-        | "Qwen3MoeForCausalLM"
-        | "GptOssForCausalLM"
-        | "MiniMaxM2ForCausalLM" => Some("MOE"),
-        "Llama4ForConditionalGeneration" => Some("HYBRIDMOE"),
-        _ => None,
-    }
+    ARCHITECTURES.iter().find(|(a, _)| *a == architecture).map(|(_, f)| *f)
+}
+
+/// What the checkpoint says about its quantisation (the spec's
+/// `_infer_quantization_fields`), before any mode is chosen.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QuantFields {
+    /// Normalised algorithm: `fp8`, `fp8_block`, `nvfp4`, `mxfp4`,
+    /// `compressed-tensors`, `mixed_precision`, or whatever else was written.
+    pub algo: Option<String>,
+    /// `fp8`, `bfloat16`, or another name as written (lower-cased).
+    pub kv_cache: Option<String>,
+    /// Activations quantised dynamically (`Some(true)`), statically, or unknown.
+    pub dynamic: Option<bool>,
+    /// compressed-tensors: the weights' base algorithm (`int4_wo`, `int8_wo`,
+    /// `fp8`, `fp8_block`) and the layer categories its `ignore` list keeps
+    /// unquantised (`attention`, `routing_experts`, `shared_experts`,
+    /// `dense_mlp`, `lm_head`).
+    pub compressed_base: Option<String>,
+    pub compressed_ignored: Vec<&'static str>,
 }
 
 /// The fields of a model config the estimators read, with the spec's fallbacks applied.
@@ -32,7 +92,7 @@ pub struct ModelConfig {
     pub num_hidden_layers: Option<i64>,
     pub hidden_size: Option<i64>,
     pub num_attention_heads: Option<i64>,
-    /// 0 when the config says null (spec: `Hkv` fallback).
+    /// `num_key_value_heads`, 0 when absent or null.
     pub num_key_value_heads: Option<i64>,
     pub head_dim: Option<i64>,
     pub intermediate_size: Option<i64>,
@@ -40,99 +100,269 @@ pub struct ModelConfig {
     pub num_experts: Option<i64>,
     pub num_experts_per_tok: Option<i64>,
     pub moe_intermediate_size: Option<i64>,
-    /// `quantization_config.quant_method`, else the companion
-    /// `_hf_quant_config.json`'s `quantization.quant_algo` (lower-cased).
+    /// The normalised quant algorithm (as [`QuantFields::algo`]), for listings.
     pub quant_method: Option<String>,
-    /// `quantization_config.quant_algo` (lower-cased), which some
-    /// checkpoints write instead of `quant_method`.
-    pub quant_algo: Option<String>,
-    /// `quantization_config.weight_block_size` is a non-empty list (block-scaled fp8).
-    pub weight_block_size: bool,
-    /// Activations are quantised dynamically: `activation_scheme: dynamic`,
-    /// or a `config_groups` entry whose `input_activations.dynamic` is true.
-    pub dynamic_activations: bool,
-    /// The KV-cache quant algo (lower-cased): `quantization_config.kv_cache_scheme`
-    /// / `kv_cache_quant_algo`, else the companion's `quantization.kv_cache_quant_algo`.
-    pub kv_cache_quant_algo: Option<String>,
+    pub quant: QuantFields,
     pub use_qk_norm: bool,
+    /// The config the fields were read from: `text_config` for the nested
+    /// multimodal wrappers, else the file's top level. Family builders read
+    /// their own fields (MLA ranks, hybrid layer patterns) from it.
+    pub text: Value,
+    /// The top-level `quantization_config` (promoted from `text_config`
+    /// when only there), `{}` when absent.
+    pub quantization_config: Value,
     pub path: PathBuf,
+}
+
+impl ModelConfig {
+    /// An integer field of [`ModelConfig::text`]: `None` when absent or
+    /// null, an error naming the file when it is not an integer.
+    pub fn int(&self, key: &str) -> Result<Option<i64>> {
+        int_field(&self.text, key, &self.path)
+    }
+}
+
+fn int_field(cfg: &Value, key: &str, path: &std::path::Path) -> Result<Option<i64>> {
+    match cfg.get(key).filter(|v| !v.is_null()) {
+        None => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| TablesError::document(path, format!("`{key}`: expected an integer, found {v}"))),
+    }
+}
+
+/// Python truthiness of a JSON value (`x or y` chains of the spec).
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// Python's `str(v)` of a scalar, for the names the spec lower-cases.
+fn py_str(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Null => "None".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The first truthy value of `keys` in `obj`.
+fn first_truthy<'v>(obj: &'v Value, keys: &[&str]) -> Option<&'v Value> {
+    keys.iter().filter_map(|k| obj.get(*k)).find(|v| truthy(v))
+}
+
+fn normalise_algo(v: Option<&Value>) -> Option<String> {
+    let algo = py_str(v?).trim().to_lowercase();
+    Some(match algo.as_str() {
+        "" => return None,
+        "w4a16_mxfp4" => "mxfp4".into(),
+        "mixed-precision" | "mixedprecision" => "mixed_precision".into(),
+        _ => algo,
+    })
+}
+
+fn normalise_kv(v: Option<&Value>) -> Option<String> {
+    let algo = py_str(v?).trim().to_lowercase();
+    Some(match algo.as_str() {
+        "" => return None,
+        "fp8" | "e4m3" | "e5m2" => "fp8".into(),
+        "fp16" | "float16" | "bf16" | "bfloat16" => "bfloat16".into(),
+        _ => algo,
+    })
+}
+
+/// `_infer_quantization_fields`: `hq` is the companion file's `quantization`
+/// section, `qc` the config's `quantization_config`.
+fn quant_fields(qc: &Value, hq: &Value) -> QuantFields {
+    let empty = Value::Object(Default::default());
+    let qc = if qc.is_object() { qc } else { &empty };
+    let hq = if hq.is_object() { hq } else { &empty };
+    let pick = |first: &Value, keys: &[&str]| {
+        first_truthy(hq, &keys[..1]).or_else(|| first_truthy(first, &keys[1..])).cloned()
+    };
+    let mut algo =
+        normalise_algo(pick(qc, &["quant_algo", "quant_algo", "quant_method", "quantization_method"]).as_ref());
+    let mut kv_cache = normalise_kv(
+        pick(qc, &["kv_cache_quant_algo", "kv_cache_quant_algo", "kv_cache_quant_method", "kv_cache_dtype"]).as_ref(),
+    );
+    if kv_cache.is_none()
+        && let Some(scheme) = qc.get("kv_cache_scheme").filter(|s| s.is_object())
+    {
+        let kind = scheme.get("type").map(py_str).unwrap_or_default().to_lowercase();
+        let bits = scheme.get("num_bits").and_then(Value::as_i64).filter(|_| scheme["num_bits"].is_i64());
+        if kind.contains("fp8") {
+            kv_cache = Some("fp8".into());
+        } else if kind == "float"
+            && let Some(bits) = bits
+        {
+            if bits <= 8 {
+                kv_cache = Some("fp8".into());
+            } else if bits >= 16 {
+                kv_cache = Some("bfloat16".into());
+            }
+        }
+    }
+    if algo.as_deref() == Some("fp8") && qc.get("weight_block_size").is_some_and(truthy) {
+        algo = Some("fp8_block".into());
+    }
+    let mut fields = QuantFields { algo, kv_cache, dynamic: quant_dynamic(qc), ..QuantFields::default() };
+    if fields.algo.as_deref() == Some("compressed-tensors") {
+        (fields.compressed_base, fields.compressed_ignored) = compressed_tensors(qc);
+    }
+    fields
+}
+
+fn quant_dynamic(qc: &Value) -> Option<bool> {
+    match qc.get("activation_scheme").map(py_str).unwrap_or_default().to_lowercase().as_str() {
+        "dynamic" => return Some(true),
+        "static" => return Some(false),
+        _ => {}
+    }
+    let groups = qc.get("config_groups")?.as_object()?;
+    let found: Vec<bool> = groups
+        .values()
+        .filter_map(Value::as_object)
+        .flat_map(|g| ["input_activations", "weights"].into_iter().filter_map(move |k| g.get(k)))
+        .filter_map(|item| item.as_object()?.get("dynamic").map(truthy))
+        .collect();
+    if found.is_empty() { None } else { Some(found.iter().any(|&d| d)) }
+}
+
+/// `parse_compressed_tensors_quant`: the base algorithm of the first
+/// config group whose weights say it, and the ignored layer categories.
+fn compressed_tensors(qc: &Value) -> (Option<String>, Vec<&'static str>) {
+    let mut base = None;
+    if let Some(groups) = qc.get("config_groups").and_then(Value::as_object) {
+        for group in groups.values() {
+            let weights = group.get("weights").filter(|w| truthy(w));
+            let Some(weights) = weights else { continue };
+            let kind = weights.get("type").map(py_str).unwrap_or_default().to_lowercase();
+            if let Some(bits) = weights.get("num_bits").filter(|b| b.is_i64()).and_then(Value::as_i64) {
+                base = match (bits, kind.contains("int"), kind.contains("float")) {
+                    (4, true, _) => Some("int4_wo"),
+                    (8, true, _) => Some("int8_wo"),
+                    (8, _, true) => {
+                        let strategy = weights.get("strategy").map(py_str).unwrap_or_default().to_lowercase();
+                        let block = weights.get("block_structure").is_some_and(truthy);
+                        Some(if strategy == "block" || block { "fp8_block" } else { "fp8" })
+                    }
+                    _ => None,
+                };
+            }
+            if base.is_some() {
+                break;
+            }
+        }
+    }
+    let Some(base) = base else { return (None, Vec::new()) };
+    let mut ignored: Vec<&'static str> = Vec::new();
+    for pattern in qc.get("ignore").and_then(Value::as_array).into_iter().flatten() {
+        let p = py_str(pattern).to_lowercase();
+        let mut add = |c: &'static str| {
+            if !ignored.contains(&c) {
+                ignored.push(c);
+            }
+        };
+        if ["self_attn", "q_proj", "k_proj", "v_proj", "o_proj"].iter().any(|k| p.contains(k)) {
+            add("attention");
+        }
+        if p.contains("shared_expert") {
+            add("shared_experts");
+        } else if p.contains("expert") {
+            add("routing_experts");
+        }
+        if p.contains("lm_head") {
+            add("lm_head");
+        }
+        if p.contains("mlp") && p.contains("_proj") && !p.contains("expert") {
+            add("dense_mlp");
+        }
+    }
+    (Some(base.to_string()), ignored)
 }
 
 /// Reads `model_configs/<org>--<name>_config.json` (and its `_hf_quant_config.json` companion).
 pub fn read_model_config(doc: &DocFile) -> Result<ModelConfig> {
-    let json = read_json(&doc.path)?;
+    let mut json = read_json(&doc.path)?;
     let base = doc.stem.strip_suffix("_config").unwrap_or(&doc.stem);
     let model = match base.split_once("--") {
         Some((org, name)) => format!("{org}/{name}"),
         None => base.to_string(),
     };
-    // Multimodal configs keep the language model under `text_config`.
-    let text = json.get("text_config").filter(|t| t.is_object());
-    let get = |key: &str| -> Option<&Value> {
-        json.get(key).filter(|v| !v.is_null()).or_else(|| text.and_then(|t| t.get(key)).filter(|v| !v.is_null()))
-    };
-    let int = |key: &str| -> Result<Option<i64>> {
-        match get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_i64()
-                .map(Some)
-                .ok_or_else(|| TablesError::document(&doc.path, format!("`{key}`: expected an integer, found {v}"))),
-        }
-    };
     let architecture = json.get("architectures").and_then(|a| a.get(0)).and_then(Value::as_str).map(str::to_string);
-    let hidden_size = int("hidden_size")?;
-    let heads = int("num_attention_heads")?;
-    let head_dim = match int("head_dim")? {
-        Some(d) => Some(d),
-        None => match int("attention_head_dim")? {
-            Some(d) => Some(d),
-            None => match (hidden_size, heads) {
-                (Some(h), Some(n)) if n > 0 => Some(h.div_euclid(n)),
-                _ => None,
-            },
-        },
-    };
-    let has_kv_key = get("num_key_value_heads").is_some() || json.get("num_key_value_heads").is_some();
-    let num_key_value_heads = match int("num_key_value_heads")? {
-        Some(v) => Some(v),
-        None if has_kv_key => Some(0),
-        None => None,
-    };
-    let intermediate_size = int("intermediate_size")?;
-    let num_experts = first_some(&[int("num_local_experts")?, int("n_routed_experts")?, int("num_experts")?]);
-    let num_experts_per_tok = first_some(&[int("num_experts_per_tok")?, int("top_k_experts")?]);
-    let moe_intermediate_size = int("moe_intermediate_size")?.or(intermediate_size);
-
-    let mut quant_method =
-        get("quantization_config").and_then(|q| q.get("quant_method")).and_then(Value::as_str).map(str::to_string);
-    let qc = get("quantization_config");
-    let lower = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_ascii_lowercase);
-    let quant_algo = lower(qc.and_then(|q| q.get("quant_algo")));
-    let weight_block_size =
-        qc.and_then(|q| q.get("weight_block_size")).and_then(Value::as_array).is_some_and(|a| !a.is_empty());
-    let dynamic_group = qc.and_then(|q| q.get("config_groups")).and_then(Value::as_object).is_some_and(|groups| {
-        groups
-            .values()
-            .any(|g| g.get("input_activations").and_then(|a| a.get("dynamic")).and_then(Value::as_bool) == Some(true))
-    });
-    let dynamic_activations =
-        lower(qc.and_then(|q| q.get("activation_scheme"))).as_deref() == Some("dynamic") || dynamic_group;
-    let mut kv_cache_quant_algo = lower(qc.and_then(|q| q.get("kv_cache_scheme")))
-        .or_else(|| lower(qc.and_then(|q| q.get("kv_cache_quant_algo"))));
+    let nested = architecture.as_deref().is_some_and(|a| NESTED_TEXT_CONFIG.contains(&a));
     let companion = doc.path.with_file_name(format!("{base}_hf_quant_config.json"));
-    if companion.is_file() {
-        let hf = read_json(&companion)?;
-        let section = hf.get("quantization");
-        if let Some(algo) = section.and_then(|q| q.get("quant_algo")).and_then(Value::as_str)
-            && (quant_method.is_none() || quant_method.as_deref() == Some("modelopt"))
-        {
-            quant_method = Some(algo.to_ascii_lowercase());
+    let hf_section = if companion.is_file() {
+        read_json(&companion)?.get("quantization").cloned().unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
+    // The companion stands in for a missing quantization_config; else a
+    // nested wrapper's text_config may carry it.
+    if json.get("quantization_config").is_none() {
+        let mut synthesised = serde_json::Map::new();
+        if let Some(section) = hf_section.as_object() {
+            if let Some(algo) = first_truthy(&hf_section, &["quant_algo", "quantization_algo"]) {
+                synthesised.insert("quant_method".into(), Value::String(py_str(algo).to_lowercase()));
+            }
+            if let Some(kv) = section.get("kv_cache_quant_algo").filter(|v| truthy(v)) {
+                synthesised.insert("kv_cache_quant_method".into(), Value::String(py_str(kv).to_lowercase()));
+            }
         }
-        if kv_cache_quant_algo.is_none() {
-            kv_cache_quant_algo = lower(section.and_then(|q| q.get("kv_cache_quant_algo")));
+        if !synthesised.is_empty() {
+            json["quantization_config"] = Value::Object(synthesised);
+        } else if nested && let Some(qc) = json.get("text_config").and_then(|t| t.get("quantization_config")).cloned() {
+            json["quantization_config"] = qc;
         }
     }
+    let quantization_config = json.get("quantization_config").cloned().unwrap_or(Value::Object(Default::default()));
+    let quant = quant_fields(&quantization_config, &hf_section);
+    let text = match json.get("text_config") {
+        Some(t) if nested => {
+            if !t.is_object() {
+                return Err(TablesError::document(&doc.path, "`text_config` must be an object"));
+            }
+            t.clone()
+        }
+        _ => json.clone(),
+    };
+    let int = |key: &str| int_field(&text, key, &doc.path);
+    let truthy_int = |key: &str| -> Result<Option<i64>> { Ok(int(key)?.filter(|&v| v != 0)) };
+    let hidden_size = int("hidden_size")?;
+    let heads = int("num_attention_heads")?;
+    let head_dim = match truthy_int("head_dim")?.or(truthy_int("attention_head_dim")?) {
+        Some(d) => Some(d),
+        None => match (hidden_size, heads) {
+            (Some(h), Some(n)) if n > 0 => Some(h.div_euclid(n)),
+            (Some(_), Some(_)) => Some(0),
+            _ => None,
+        },
+    };
+    let layers = match int("num_hidden_layers")? {
+        Some(l) => Some(l),
+        None => match (text.get("layers_block_type"), text.get("hybrid_override_pattern")) {
+            (Some(Value::Array(a)), _) => Some(a.len() as i64),
+            (_, Some(Value::String(p))) => Some(p.chars().count() as i64),
+            _ => None,
+        },
+    };
+    let intermediate_size = int("intermediate_size")?;
+    let num_experts =
+        first_some(&[truthy_int("num_local_experts")?, truthy_int("n_routed_experts")?]).or(int("num_experts")?);
+    let num_experts_per_tok = match int("num_experts_per_tok")? {
+        Some(k) => Some(k),
+        None => int("top_k_experts")?,
+    };
+    let moe_intermediate_size = truthy_int("moe_intermediate_size")?.or(truthy_int("intermediate_size")?);
     let family = architecture.as_deref().and_then(family_of);
     let use_qk_norm =
         matches!(architecture.as_deref(), Some("Qwen3ForCausalLM" | "Qwen3MoeForCausalLM" | "MiniMaxM2ForCausalLM"));
@@ -140,22 +370,21 @@ pub fn read_model_config(doc: &DocFile) -> Result<ModelConfig> {
         model,
         architecture,
         family,
-        num_hidden_layers: int("num_hidden_layers")?,
+        num_hidden_layers: layers,
         hidden_size,
         num_attention_heads: heads,
-        num_key_value_heads,
+        num_key_value_heads: Some(int("num_key_value_heads")?.unwrap_or(0)),
         head_dim,
         intermediate_size,
         vocab_size: int("vocab_size")?,
         num_experts,
         num_experts_per_tok,
         moe_intermediate_size,
-        quant_method,
-        quant_algo,
-        weight_block_size,
-        dynamic_activations,
-        kv_cache_quant_algo,
+        quant_method: quant.algo.clone(),
+        quant,
         use_qk_norm,
+        text,
+        quantization_config,
         path: doc.path.clone(),
     })
 }

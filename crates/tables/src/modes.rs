@@ -68,24 +68,49 @@ impl FmhaQuant {
     }
 }
 
-/// MoE expert-GEMM quant mode (`moe_dtype` in the MoE table).
+/// MoE expert-GEMM quant mode (`moe_dtype` in the MoE table), with the
+/// spec's (memory bytes, compute multiplier) per mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MoeQuant {
     Bfloat16,
     Fp8,
+    Int4Wo,
     Fp8Block,
+    W4afp8,
     Nvfp4,
+    /// GPT-OSS's native format: MXFP4 weights, 16-bit activations.
+    W4a16Mxfp4,
+    W4a8Mxfp4Mxfp8,
+    W4a8Mxfp4Mxfp8Trtllm,
+    W4a16Mxfp4Cutlass,
 }
 
 impl MoeQuant {
-    pub const ALL: [MoeQuant; 4] = [MoeQuant::Bfloat16, MoeQuant::Fp8, MoeQuant::Fp8Block, MoeQuant::Nvfp4];
+    pub const ALL: [MoeQuant; 10] = [
+        MoeQuant::Bfloat16,
+        MoeQuant::Fp8,
+        MoeQuant::Int4Wo,
+        MoeQuant::Fp8Block,
+        MoeQuant::W4afp8,
+        MoeQuant::Nvfp4,
+        MoeQuant::W4a16Mxfp4,
+        MoeQuant::W4a8Mxfp4Mxfp8,
+        MoeQuant::W4a8Mxfp4Mxfp8Trtllm,
+        MoeQuant::W4a16Mxfp4Cutlass,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             MoeQuant::Bfloat16 => "bfloat16",
             MoeQuant::Fp8 => "fp8",
+            MoeQuant::Int4Wo => "int4_wo",
             MoeQuant::Fp8Block => "fp8_block",
+            MoeQuant::W4afp8 => "w4afp8",
             MoeQuant::Nvfp4 => "nvfp4",
+            MoeQuant::W4a16Mxfp4 => "w4a16_mxfp4",
+            MoeQuant::W4a8Mxfp4Mxfp8 => "w4a8_mxfp4_mxfp8",
+            MoeQuant::W4a8Mxfp4Mxfp8Trtllm => "w4a8_mxfp4_mxfp8_trtllm",
+            MoeQuant::W4a16Mxfp4Cutlass => "w4a16_mxfp4_cutlass",
         }
     }
 
@@ -94,13 +119,23 @@ impl MoeQuant {
             MoeQuant::Bfloat16 => Num::Int(2),
             MoeQuant::Fp8 | MoeQuant::Fp8Block => Num::Int(1),
             MoeQuant::Nvfp4 => Num::Float(0.5625),
+            MoeQuant::Int4Wo
+            | MoeQuant::W4afp8
+            | MoeQuant::W4a16Mxfp4
+            | MoeQuant::W4a8Mxfp4Mxfp8
+            | MoeQuant::W4a8Mxfp4Mxfp8Trtllm
+            | MoeQuant::W4a16Mxfp4Cutlass => Num::Float(0.5),
         }
     }
 
     pub fn compute(self) -> i64 {
         match self {
-            MoeQuant::Bfloat16 => 1,
-            MoeQuant::Fp8 | MoeQuant::Fp8Block => 2,
+            MoeQuant::Bfloat16 | MoeQuant::Int4Wo | MoeQuant::W4a16Mxfp4 | MoeQuant::W4a16Mxfp4Cutlass => 1,
+            MoeQuant::Fp8
+            | MoeQuant::Fp8Block
+            | MoeQuant::W4afp8
+            | MoeQuant::W4a8Mxfp4Mxfp8
+            | MoeQuant::W4a8Mxfp4Mxfp8Trtllm => 2,
             MoeQuant::Nvfp4 => 4,
         }
     }

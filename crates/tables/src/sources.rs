@@ -1,25 +1,31 @@
-//! Which files make up a database's table (docs/spec section 4.2), for every
-//! table kind: GEMM, attention, communication, MoE.
+//! Which files make up a database's table (docs/spec 4.2, restated precisely
+//! in docs/spec/families_hybrid_vl_databases.md 4.3), for every table kind.
 //!
-//! Shared layer off: the database's own file. Shared layer on, in priority
-//! order: the own file; donors named by the version dir's `reuse.yaml`; the
-//! same backend's strictly older versions (PEP 440, nearest first, names that
-//! do not parse skipped). A version the data declares (some file of it
-//! exists) but that lacks this table's file gets the union without it.
-//! Donors and older versions whose `collection_meta.yaml` marks the table
-//! partial are skipped. The union is per table: every
-//! source's rows are read and first-wins is applied per key by the loader.
-//! Communication tables never take part in the union; their loaders ask for
-//! the own file only.
+//! *resolve(version)*: the file the spec's resolver finds for a version: a
+//! non-partial family dir's file first, else the legacy path (see
+//! [`DataTree::perf_files`], which keeps exactly that file per key).
+//!
+//! Sources in priority order: the database's own file (refused if its dir
+//! is partial, which only a legacy dir can be); with the shared layer on,
+//! the donors the version's `reuse.yaml` files name for the table (any of
+//! its dirs, partial ones too, first occurrence per donor), then every other
+//! version of the backend that is strictly older (PEP 440, nearest first,
+//! names that do not parse skipped), each as resolve(version) finds it; a
+//! donor's partial legacy dir does not keep it out (the spec checks
+//! partiality only for the primary). Communication tables take no part in
+//! the union when the own file lives in the `comm` family dir; NCCL and
+//! oneCCL tables never do. Every source's rows are read and first-wins is
+//! applied per key by the loader.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_yaml_ng::Value;
 
-use crate::discovery::{DataTree, PerfFile, ReuseFile, cmp_version_names};
+use crate::discovery::{DataTree, Layout, PerfFile};
 use crate::error::{Result, TablesError};
 use crate::pep440::Version;
+use crate::version_dirs::{DATABASE_BACKENDS, ReuseDecl};
 
 const MANIFEST_STEM: &str = "op_kernel_source_manifest";
 
@@ -86,165 +92,103 @@ pub(crate) fn plan(
     version: &str,
     shared: bool,
 ) -> Result<Vec<TableSource>> {
-    let files: Vec<&PerfFile> = tree
-        .perf_files()
-        .iter()
-        .filter(|f| f.table == table.table && f.system == system && f.backend == backend)
-        .collect();
-    let own = files.iter().find(|f| f.version == version);
-    let reuse_file = match own {
-        Some(f) => Some(f.version_dir().join("reuse.yaml")).filter(|p| p.is_file()),
-        None => reuse_only_file(tree, table, system, backend, version)?.map(Path::to_path_buf),
-    };
-    let donors = match &reuse_file {
-        Some(path) => read_reuse(path, table)?,
-        None => Vec::new(),
-    };
-    // Without a file of its own the table is what the donors and older
-    // versions offer (docs/spec 4.2 lists the channels, not a precondition), but
-    // only for a version the data declares: any table file or reuse.yaml of
-    // (system, backend, version). Otherwise every made-up version newer than
-    // the last would borrow its predecessors' rows.
-    if own.is_none() && (!shared || !(version_declared(tree, system, backend, version) || !donors.is_empty())) {
-        return Err(unknown_database(tree, table, system, backend, version, &donors));
-    }
-
-    let mut out: Vec<TableSource> = own.map(|f| source(f, SourceRole::Own)).into_iter().collect();
-    if !shared {
-        return Ok(out);
-    }
-    refuse_cross_backend_rows(tree, table, backend)?;
-    let admit = |f: &PerfFile, role: SourceRole, out: &mut Vec<TableSource>| -> Result<()> {
-        if out.iter().all(|s| s.version != f.version) && !is_partial(f.version_dir(), table)? {
-            out.push(source(f, role));
-        }
-        Ok(())
-    };
-    for donor in &donors {
-        if let Some(f) = files.iter().find(|f| &f.version == donor) {
-            admit(f, SourceRole::Reuse, &mut out)?;
+    let comm_library = !DATABASE_BACKENDS.contains(&backend);
+    if !comm_library {
+        tree.databases().check_system(system)?;
+        if tree.databases().get(system, backend, version)?.is_none() {
+            return Err(unknown_database(tree, table, system, backend, version));
         }
     }
-    if let Some(current) = Version::parse(version) {
-        let mut older: Vec<(Version, &PerfFile)> =
-            files.iter().filter_map(|f| Version::parse(&f.version).filter(|v| *v < current).map(|v| (v, *f))).collect();
-        older.sort_by(|a, b| b.0.cmp(&a.0));
-        for (_, f) in older {
-            admit(f, SourceRole::Older, &mut out)?;
+    let resolve = |v: &str| {
+        tree.perf_files()
+            .iter()
+            .find(|f| f.table == table.table && f.system == system && f.backend == backend && f.version == v)
+    };
+    let primary = resolve(version);
+    let mut out: Vec<TableSource> = Vec::new();
+    if let Some(f) = primary.filter(|f| !f.partial_dir) {
+        out.push(source(f, SourceRole::Own));
+    }
+    let comm_family = primary.is_some_and(|f| f.layout == Layout::Family && f.family.as_deref() == Some("comm"));
+    let donors = if comm_library { Vec::new() } else { declared_donors(tree, table, system, backend, version)? };
+    if shared && !comm_library && !comm_family {
+        refuse_cross_backend_rows(tree, table, backend)?;
+        let mut admit = |f: &PerfFile, role: SourceRole| {
+            if out.iter().all(|s| s.path != f.path) {
+                out.push(source(f, role));
+            }
+        };
+        for donor in &donors {
+            if let Some(f) = resolve(donor) {
+                admit(f, SourceRole::Reuse);
+            }
+        }
+        if let Some(current) = Version::parse(version) {
+            let mut older: Vec<(Version, &str)> = Vec::new();
+            for d in tree.version_dirs().iter().filter(|d| d.system == system && d.backend == backend) {
+                let name = d.version.as_str();
+                if name == version || donors.iter().any(|v| v == name) || older.iter().any(|(_, v)| *v == name) {
+                    continue;
+                }
+                if let Some(v) = Version::parse(name).filter(|v| *v < current) {
+                    older.push((v, name));
+                }
+            }
+            older.sort_by(|a, b| b.0.cmp(&a.0));
+            for (_, name) in older {
+                if let Some(f) = resolve(name) {
+                    admit(f, SourceRole::Older);
+                }
+            }
         }
     }
     if out.is_empty() {
-        return Err(unknown_database(tree, table, system, backend, version, &donors));
+        return Err(no_table(tree, table, system, backend, version, primary, &donors, shared));
     }
     Ok(out)
-}
-
-/// Whether the data holds anything of (system, backend, version): a table
-/// file of any kind or a `reuse.yaml`.
-fn version_declared(tree: &DataTree, system: &str, backend: &str, version: &str) -> bool {
-    tree.perf_files().iter().any(|f| f.system == system && f.backend == backend && f.version == version)
-        || tree.reuse_files().iter().any(|r| r.system == system && r.backend == backend && r.version == version)
 }
 
 fn source(f: &PerfFile, role: SourceRole) -> TableSource {
     TableSource { version: f.version.clone(), path: f.path.clone(), role, new_keys: 0 }
 }
 
-/// Versions of (system, backend) that hold no `table` file of their own but
-/// declare the table in a `reuse.yaml` (e.g. GEMM of `gb200/trtllm/1.3.0rc23`,
-/// which reuses 1.3.0rc20): databases the shared layer serves from donors.
-/// PEP 440 order.
-pub fn reuse_only_versions(tree: &DataTree, table: &TableFile, system: &str, backend: &str) -> Result<Vec<String>> {
-    let own = |version: &str| {
-        tree.perf_files()
-            .iter()
-            .any(|f| f.table == table.table && f.system == system && f.backend == backend && f.version == version)
-    };
-    let mut versions: Vec<String> = Vec::new();
-    for file in reuse_files_for(tree, table, system, backend) {
-        if versions.contains(&file.version) || own(&file.version) {
-            continue;
-        }
-        if reuse_only_file(tree, table, system, backend, &file.version)?.is_some() {
-            versions.push(file.version.clone());
-        }
-    }
-    versions.sort_by(|a, b| cmp_version_names(a, b));
-    Ok(versions)
-}
-
-/// The `reuse.yaml` files that can speak for `table` of (system, backend):
-/// legacy version dirs, and the table's own family dirs. Best root first.
-fn reuse_files_for<'t>(
-    tree: &'t DataTree,
-    table: &TableFile,
-    system: &str,
-    backend: &str,
-) -> impl Iterator<Item = &'t ReuseFile> {
-    let family = table.family;
-    let backend = backend.to_string();
-    let system = system.to_string();
-    tree.reuse_files()
-        .iter()
-        .filter(move |r| r.system == system && r.backend == backend && r.family.as_deref().is_none_or(|f| f == family))
-}
-
-/// A version dir that declares the table by reuse only (no parquet of its
-/// own): the first of its `reuse.yaml` files, best root first (a user's own
-/// tree, then newer releases, then mount order), that names donors for the
-/// table. A malformed file is an error, not a silent skip.
-fn reuse_only_file<'t>(
-    tree: &'t DataTree,
+/// The donor versions the requested version's `reuse.yaml` files name for
+/// `table`, in dir listing order then file order, first occurrence each.
+fn declared_donors(
+    tree: &DataTree,
     table: &TableFile,
     system: &str,
     backend: &str,
     version: &str,
-) -> Result<Option<&'t Path>> {
-    for file in reuse_files_for(tree, table, system, backend).filter(|r| r.version == version) {
-        if !read_reuse(&file.path, table)?.is_empty() {
-            return Ok(Some(&file.path));
-        }
-    }
-    Ok(None)
-}
-
-/// `reuse: [{table: <file>, from_version: X}, ...]` -> the donor versions, in file order.
-fn read_reuse(path: &Path, table: &TableFile) -> Result<Vec<String>> {
-    let doc = read_yaml(path)?;
-    let Some(entries) = doc.get("reuse") else {
-        return Ok(Vec::new());
-    };
-    let entries = entries.as_sequence().ok_or_else(|| TablesError::document(path, "`reuse` must be a list"))?;
-    let mut donors = Vec::new();
-    for entry in entries {
-        if entry.get("table").and_then(Value::as_str) != Some(table.file) {
-            continue;
-        }
-        match entry.get("from_version") {
-            Some(Value::String(v)) => donors.push(v.clone()),
-            Some(Value::Number(v)) => donors.push(v.to_string()),
-            _ => {
-                return Err(TablesError::document(
-                    path,
-                    format!("a `{}` reuse entry has no `from_version`", table.file),
-                ));
+) -> Result<Vec<String>> {
+    let mut donors: Vec<String> = Vec::new();
+    for d in tree.version_dirs().iter().filter(|d| d.system == system && d.backend == backend && d.version == version) {
+        if let ReuseDecl::Entries(entries) = &d.state()?.reuse {
+            for e in entries.iter().filter(|e| e.table == table.file) {
+                if !donors.contains(&e.from_version) {
+                    donors.push(e.from_version.clone());
+                }
             }
         }
     }
     Ok(donors)
 }
 
-/// `collection_meta.yaml` marks the whole version dir (`status: partial`)
-/// or the table (`tables: {<file>: {status: partial}}`) partial. The
-/// published files only use the second form; the Python path checks both.
-fn is_partial(version_dir: &Path, table: &TableFile) -> Result<bool> {
-    let path = version_dir.join("collection_meta.yaml");
-    if !path.is_file() {
-        return Ok(false);
+/// Versions of (system, backend) that are databases but hold no `table`
+/// file of their own and name donors for it in a `reuse.yaml` (e.g. GEMM
+/// of `gb200/trtllm/1.3.0rc23`, which reuses 1.3.0rc20). PEP 440 order.
+pub fn reuse_only_versions(tree: &DataTree, table: &TableFile, system: &str, backend: &str) -> Result<Vec<String>> {
+    let mut versions = Vec::new();
+    for e in tree.databases().entries().iter().filter(|e| e.system == system && e.backend == backend) {
+        let own = tree
+            .perf_files()
+            .iter()
+            .any(|f| f.table == table.table && f.system == system && f.backend == backend && f.version == e.version);
+        if !own && !declared_donors(tree, table, system, backend, &e.version)?.is_empty() {
+            versions.push(e.version.clone());
+        }
     }
-    let doc = read_yaml(&path)?;
-    let partial = |node: Option<&Value>| node.and_then(|n| n.get("status")).and_then(Value::as_str) == Some("partial");
-    Ok(partial(Some(&doc)) || partial(doc.get("tables").and_then(|t| t.get(table.file))))
+    Ok(versions)
 }
 
 /// The spec's fourth source channel takes other backends' rows whose
@@ -287,45 +231,78 @@ fn read_yaml(path: &Path) -> Result<Value> {
     serde_yaml_ng::from_str(&text).map_err(|e| TablesError::document(path, format!("invalid YAML: {e}")))
 }
 
-fn unknown_database(
+/// (system, backend, version) is not one of the spec's databases.
+fn unknown_database(tree: &DataTree, table: &TableFile, system: &str, backend: &str, version: &str) -> TablesError {
+    let db = format!("{system}/{backend}/{version}");
+    let entries = tree.databases().entries();
+    let same: Vec<&str> =
+        entries.iter().filter(|e| e.system == system && e.backend == backend).map(|e| e.version.as_str()).collect();
+    if !same.is_empty() {
+        return TablesError::NotFound(format!(
+            "unknown database '{db}' (no {} table): {system}/{backend} has versions {}",
+            table.label,
+            same.join(", ")
+        ));
+    }
+    let mut systems: Vec<&str> = entries.iter().map(|e| e.system.as_str()).collect();
+    systems.dedup();
+    if systems.contains(&system) {
+        let mut backends: Vec<&str> =
+            entries.iter().filter(|e| e.system == system).map(|e| e.backend.as_str()).collect();
+        backends.sort();
+        backends.dedup();
+        return TablesError::NotFound(format!(
+            "unknown database '{db}': {system} has no backend '{backend}'; its backends: {}",
+            backends.join(", ")
+        ));
+    }
+    TablesError::NotFound(format!("unknown database '{db}': no system '{system}'; systems: {}", systems.join(", ")))
+}
+
+/// A database whose table has no source: the spec's "file does not exist"
+/// miss, saying why (no file, a partial own dir, donors needing the shared layer).
+#[allow(clippy::too_many_arguments)]
+fn no_table(
     tree: &DataTree,
     table: &TableFile,
     system: &str,
     backend: &str,
     version: &str,
+    primary: Option<&PerfFile>,
     donors: &[String],
+    shared: bool,
 ) -> TablesError {
     let db = format!("{system}/{backend}/{version}");
     let label = table.label;
-    if !donors.is_empty() {
+    if let Some(f) = primary.filter(|f| f.partial_dir) {
+        return TablesError::Missing(format!(
+            "database '{db}' has no {label} table: its own file {} is in a dir marked partial",
+            f.path.display()
+        ));
+    }
+    if !shared && !donors.is_empty() {
         return TablesError::Missing(format!(
             "database '{db}' has no {label} file of its own; its {} reuses {} (enable the shared layer)",
             table.file,
             donors.join(", ")
         ));
     }
-    let kind = || tree.perf_files().iter().filter(|f| f.table == table.table);
-    let same_system: Vec<String> =
-        kind().filter(|f| f.system == system).map(|f| format!("{}/{}", f.backend, f.version)).collect();
-    if same_system.is_empty() {
-        let mut systems: Vec<&str> = kind().map(|f| f.system.as_str()).collect();
-        systems.dedup();
-        return TablesError::NotFound(format!(
-            "unknown database '{db}': no system '{system}' has a {label} table; systems with one: {}",
-            systems.join(", ")
+    if !shared && tree.databases().get(system, backend, version).ok().flatten().is_some_and(|e| e.marker_only) {
+        return TablesError::Missing(format!(
+            "database '{db}' has no {label} file of its own; all its tables come from the shared layer (enable it)"
         ));
     }
-    // A version the data has (other tables, a reuse.yaml) is not unknown.
-    let available = same_system.join(", ");
-    if version_declared(tree, system, backend, version) {
-        TablesError::Missing(format!(
-            "database '{db}' has no {label} table; {system} has {label} tables for {available}"
-        ))
-    } else {
-        TablesError::NotFound(format!(
-            "unknown database '{db}': no {label} table; {system} has {label} tables for {available}"
-        ))
-    }
+    let available: Vec<String> = tree
+        .perf_files()
+        .iter()
+        .filter(|f| f.table == table.table && f.system == system && !f.partial_dir)
+        .map(|f| format!("{}/{}", f.backend, f.version))
+        .collect();
+    let older = if shared { " and no older version has one" } else { "" };
+    TablesError::Missing(format!(
+        "database '{db}' has no {label} table (no file of its own{older}); {system} has {label} tables for {}",
+        if available.is_empty() { "no version".to_string() } else { available.join(", ") }
+    ))
 }
 
 #[cfg(test)]
@@ -353,8 +330,8 @@ mod tests {
             assert_eq!(versions(table, "h200_sxm", "sglang", "0.5.10", true), ["0.5.10", "0.5.9", "0.5.6.post2"]);
             assert_eq!(versions(table, "h200_sxm", "trtllm", "1.3.0rc10", true), ["1.3.0rc10", "1.2.0rc5"]);
         }
-        // Communication tables: primary file only.
-        assert_eq!(versions(&CUSTOM_ALLREDUCE_FILE, "h200_sxm", "vllm", "0.19.0", false), ["0.19.0"]);
+        // Communication tables in the comm family dir: primary file only.
+        assert_eq!(versions(&CUSTOM_ALLREDUCE_FILE, "h200_sxm", "vllm", "0.19.0", true), ["0.19.0"]);
         assert_eq!(versions(&NCCL_FILE, "h200_sxm", "nccl", "2.26.2", false), ["2.26.2"]);
     }
 
@@ -368,30 +345,100 @@ mod tests {
         assert!(path.contains("comm/vllm/0.19.0"), "{path}");
     }
 
-    /// Partial marks, whole dir or table, keep an older version out of the
-    /// union (docs/spec 4.2); the requested version's own file always counts.
+    /// The partial and reuse rules of docs/spec/families_hybrid_vl_databases.md
+    /// 4.2-4.4 on a made-up tree: one partial table makes a family dir
+    /// partial and unread, even as the requested version's own; a top-level
+    /// `status` is ignored; a legacy INCOMPLETE.txt dir is no database but
+    /// still an older donor; a marker-only version is a database, but not
+    /// `latest`.
     #[test]
-    fn partial_versions_are_skipped_in_either_form() -> std::result::Result<(), Box<dyn std::error::Error>> {
+    fn partial_and_marker_rules() -> std::result::Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
-        let base = dir.path().join("systems/data/h200_sxm/gemm/vllm");
-        for (version, meta) in [
-            ("1.0.0", Some("status: partial\n")),
-            ("0.9.0", Some("status: partial\n")),
-            ("0.8.0", Some("tables:\n  gemm_perf:\n    status: partial\n")),
-            ("0.7.0", Some("tables:\n  moe_perf:\n    status: partial\n")),
-            ("0.6.0", None),
-        ] {
-            std::fs::create_dir_all(base.join(version))?;
-            std::fs::write(base.join(version).join("gemm_perf.parquet"), b"")?;
-            if let Some(meta) = meta {
-                std::fs::write(base.join(version).join("collection_meta.yaml"), meta)?;
-            }
-        }
+        let data = dir.path().join("systems/data/h200_sxm");
+        let put = |rel: &str, text: &str| -> std::io::Result<()> {
+            let path = data.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap_or(&data))?;
+            std::fs::write(path, text)
+        };
+        put("gemm/vllm/1.0.0/gemm_perf.parquet", "")?;
+        put("gemm/vllm/1.0.0/collection_meta.yaml", "tables:\n  moe_perf:\n    status: partial\n")?;
+        put("kda/vllm/1.0.0/kda_perf.parquet", "")?;
+        put("gemm/vllm/0.9.0/gemm_perf.parquet", "")?;
+        put("gemm/vllm/0.9.0/collection_meta.yaml", "status: partial\n")?;
+        put("vllm/0.8.0/gemm_perf.parquet", "")?;
+        put("vllm/0.8.0/INCOMPLETE.txt", "")?;
+        put("gemm/vllm/0.7.0/gemm_perf.parquet", "")?;
+        put("gemm/vllm/0.7.0/collection_meta.yaml", "tables:\n  gemm_perf:\n    status: partial\n")?;
+        put("gemm/vllm/0.6.0/gemm_perf.parquet", "")?;
+        put("gemm/vllm/1.1.0/SHARED_LAYER_REUSE.txt", "")?;
+        put("nccl/2.20.0/nccl_perf.parquet", "")?;
         let tree = DataTree::open(&[dir.path()])?;
-        let got: Vec<String> =
-            plan(&tree, &GEMM_FILE, "h200_sxm", "vllm", "1.0.0", true)?.into_iter().map(|s| s.version).collect();
-        assert_eq!(got, ["1.0.0", "0.7.0", "0.6.0"]);
+        let got = |version: &str, shared: bool| -> Result<Vec<String>> {
+            Ok(plan(&tree, &GEMM_FILE, "h200_sxm", "vllm", version, shared)?.into_iter().map(|s| s.version).collect())
+        };
+        assert_eq!(got("1.0.0", true)?, ["0.9.0", "0.8.0", "0.6.0"]);
+        assert_eq!(got("1.1.0", true)?, ["0.9.0", "0.8.0", "0.6.0"]);
+        assert_eq!(got("0.9.0", false)?, ["0.9.0"]);
+        let err = got("1.1.0", false).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("come from the shared layer"), "{err}");
+        for not_a_database in ["0.8.0", "0.7.0"] {
+            let err = got(not_a_database, true).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("unknown database"), "{not_a_database}: {err}");
+        }
+        let listed: Vec<(String, bool, bool)> =
+            tree.databases().entries().iter().map(|e| (e.db(), e.marker_only, e.latest)).collect();
+        let want = [
+            ("h200_sxm/vllm/0.6.0", false, false),
+            ("h200_sxm/vllm/0.9.0", false, false),
+            ("h200_sxm/vllm/1.0.0", false, true),
+            ("h200_sxm/vllm/1.1.0", true, false),
+        ];
+        assert_eq!(listed, want.map(|(d, m, l)| (d.to_string(), m, l)));
+        // The NCCL table is read, though nccl is no database backend.
+        assert_eq!(plan(&tree, &NCCL_FILE, "h200_sxm", "nccl", "2.20.0", true)?.len(), 1);
         Ok(())
+    }
+
+    /// A malformed sidecar fails every use of its system, naming the file.
+    #[test]
+    fn a_malformed_reuse_yaml_fails_its_system() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let v = dir.path().join("systems/data/h200_sxm/gemm/vllm/1.0.0");
+        std::fs::create_dir_all(&v)?;
+        std::fs::write(v.join("gemm_perf.parquet"), "")?;
+        std::fs::write(v.join("reuse.yaml"), "reuses: []\n")?;
+        let tree = DataTree::open(&[dir.path()])?;
+        let err = plan(&tree, &GEMM_FILE, "h200_sxm", "vllm", "1.0.0", true).err().map(|e| e.to_string());
+        let err = err.unwrap_or_default();
+        assert!(err.contains("reuse.yaml") && err.contains("`reuse` key"), "{err}");
+        Ok(())
+    }
+
+    /// Published data: the spec's database count and its examples (appendix A/B).
+    #[test]
+    fn the_spec_database_set() {
+        let set = crate::test_data::tree().databases();
+        assert_eq!(set.entries().len(), 124);
+        let has = |db: &str| set.entries().iter().any(|e| e.db() == db);
+        for db in ["h200_sxm/vllm/0.22.0", "h200_sxm/trtllm/1.3.0rc15", "rtx_pro_6000_server/trtllm/1.3.0rc23"] {
+            assert!(has(db), "{db}");
+        }
+        for db in ["h200_sxm/trtllm/1.3.0rc11", "gb300/vllm/0.14.0", "rtx_pro_6000_server/sglang/0.5.9"] {
+            assert!(!has(db), "{db}");
+        }
+        assert!(set.entries().iter().all(|e| e.backend != "nccl" && e.backend != "oneccl"));
+        let latest = |s: &str, b: &str| set.latest(s, b).ok().flatten().map(|e| e.version.clone());
+        assert_eq!(latest("rtx_pro_6000_server", "trtllm").as_deref(), Some("1.3.0rc20"));
+        assert_eq!(latest("h200_sxm", "sglang").as_deref(), Some("0.5.16"));
+        assert_eq!(latest("a100_sxm", "vllm").as_deref(), Some("0.14.0"));
+    }
+
+    /// A partial family dir is not read even for its own version:
+    /// b300_sxm/sglang/0.5.14's attention comes from 0.5.10 and 0.5.9.
+    #[test]
+    fn a_partial_own_dir_is_skipped() {
+        let got = versions(&CONTEXT_ATTENTION_FILE, "b300_sxm", "sglang", "0.5.14", true);
+        assert_eq!(got, ["0.5.10", "0.5.9"]);
     }
 
     #[test]

@@ -3,8 +3,7 @@
 
 use datafusion::common::{DataFusionError, Result};
 
-use aicsql_tables::sources::{TableFile, reuse_only_versions};
-use aicsql_tables::{DataTree, discovery::cmp_version_names};
+use aicsql_tables::DataTree;
 
 use crate::config::AicOptions;
 use crate::errors::tables_error;
@@ -23,14 +22,15 @@ impl Database {
     }
 }
 
-/// Completes and checks `arg` for a table kind: the database must hold a
-/// file of that kind, or declare the table in its `reuse.yaml` (then the
-/// table loader serves it from the donors, or says why not with the shared
-/// layer off). `latest` is the newest version with a file of its own, so a
-/// version that only reuses is used when named. Errors name the argument and
-/// list what exists.
-pub fn resolve(function: &str, tree: &DataTree, file: &TableFile, arg: &str, options: &AicOptions) -> Result<Database> {
-    let table = file.table;
+/// Completes and checks `arg` against the spec's databases
+/// (docs/spec/families_hybrid_vl_databases.md 4.2): a system, backend and
+/// version that one of the version's dirs declares. Whether the database
+/// has a given table is the table loader's question (its own file, or the
+/// shared layer's donors and older versions). `latest` is the spec's
+/// latest version of the backend (its own version key; versions served only
+/// by the shared layer do not count). Errors name the argument and list
+/// what exists.
+pub fn resolve(function: &str, tree: &DataTree, arg: &str, options: &AicOptions) -> Result<Database> {
     let parts: Vec<&str> = arg.split('/').collect();
     let (system, backend, version) = match parts.as_slice() {
         [s] => (*s, None, None),
@@ -45,16 +45,15 @@ pub fn resolve(function: &str, tree: &DataTree, file: &TableFile, arg: &str, opt
             ));
         }
     };
-    let with_table = || tree.perf_files().iter().filter(|f| f.table == table);
-    if system.is_empty() || !with_table().any(|f| f.system == system) {
-        let mut systems: Vec<&str> = with_table().map(|f| f.system.as_str()).collect();
+    let set = tree.databases();
+    let entries = set.entries();
+    if system.is_empty() || !entries.iter().any(|e| e.system == system) {
+        set.check_system(system).map_err(|e| tables_error(function, e))?;
+        let mut systems: Vec<&str> = entries.iter().map(|e| e.system.as_str()).collect();
         systems.dedup();
         return Err(invalid(
             function,
-            format!(
-                "unknown system '{system}' in database '{arg}'; systems with a {table} table: {}",
-                systems.join(", ")
-            ),
+            format!("unknown system '{system}' in database '{arg}'; systems: {}", systems.join(", ")),
         ));
     }
     let backend = match backend {
@@ -67,41 +66,34 @@ pub fn resolve(function: &str, tree: &DataTree, file: &TableFile, arg: &str, opt
             ));
         }
     };
-    let versions = || with_table().filter(|f| f.system == system && f.backend == backend).map(|f| f.version.as_str());
+    let versions = || entries.iter().filter(|e| e.system == system && e.backend == backend);
     if versions().next().is_none() {
-        let mut backends: Vec<&str> = with_table().filter(|f| f.system == system).map(|f| f.backend.as_str()).collect();
-        backends.sort();
+        let mut backends: Vec<&str> =
+            entries.iter().filter(|e| e.system == system).map(|e| e.backend.as_str()).collect();
         backends.dedup();
         return Err(invalid(
             function,
-            format!(
-                "no {table} table for backend '{backend}' on {system} (database '{arg}'); backends: {}",
-                backends.join(", ")
-            ),
+            format!("no backend '{backend}' on {system} (database '{arg}'); backends: {}", backends.join(", ")),
         ));
     }
     let wanted = version.unwrap_or(options.version.as_str());
-    let version = if wanted == "latest" {
-        versions().max_by(|a, b| cmp_version_names(a, b)).unwrap_or_default()
-    } else if versions().any(|v| v == wanted) {
-        wanted
+    let found = if wanted == "latest" {
+        set.latest(system, backend).map_err(|e| tables_error(function, e))?
     } else {
-        let reusing = reuse_only_versions(tree, file, system, backend).map_err(|e| tables_error(function, e))?;
-        if reusing.iter().any(|v| v == wanted) {
-            wanted
-        } else {
-            let mut listed: Vec<String> = versions().map(str::to_string).collect();
-            listed.extend(reusing.iter().map(|v| format!("{v} (reuses)")));
-            return Err(invalid(
-                function,
-                format!(
-                    "no {table} table for {system}/{backend}/{wanted} (database '{arg}'); versions: {}",
-                    listed.join(", ")
-                ),
-            ));
-        }
+        set.get(system, backend, wanted).map_err(|e| tables_error(function, e))?
     };
-    Ok(Database { system: system.to_string(), backend: backend.to_string(), version: version.to_string() })
+    let Some(entry) = found else {
+        let listed: Vec<String> = versions()
+            .map(|e| if e.marker_only { format!("{} (shared layer only)", e.version) } else { e.version.clone() })
+            .collect();
+        let what = if wanted == "latest" {
+            "no latest version (every version is served by the shared layer only)".to_string()
+        } else {
+            format!("no database {system}/{backend}/{wanted}")
+        };
+        return Err(invalid(function, format!("{what} (database '{arg}'); versions: {}", listed.join(", "))));
+    };
+    Ok(Database { system: entry.system.clone(), backend: entry.backend.clone(), version: entry.version.clone() })
 }
 
 fn invalid(function: &str, message: String) -> DataFusionError {

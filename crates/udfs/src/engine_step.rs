@@ -19,7 +19,6 @@ use crate::database::resolve;
 use crate::errors::step_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
 use crate::step_args::{ARGS, phase, shape};
-use aicsql_tables::sources::GEMM_FILE;
 
 pub const NAME: &str = "engine_step";
 
@@ -70,7 +69,7 @@ impl TableFunctionImpl for EngineStep {
         let phase = phase(NAME, &phase_name)?;
         let shape =
             shape(NAME, [tp, batch, isl, osl], [ints.get(4).copied().flatten(), ints.get(5).copied().flatten()])?;
-        let database = resolve(NAME, &self.tree, &GEMM_FILE, &db, &options)?;
+        let database = resolve(NAME, &self.tree, &db, &options)?;
         let db_name = database.name();
         let report = StepModel::new(
             &self.tree,

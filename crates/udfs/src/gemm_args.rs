@@ -15,7 +15,6 @@ use crate::args::{Int, Text, coerce};
 use crate::config::AicOptions;
 use crate::database::{Database, resolve};
 use crate::errors::tables_error;
-use aicsql_tables::sources::GEMM_FILE;
 
 /// Largest dimension accepted; keeps every exact product inside i128.
 pub(crate) const MAX_DIM: i64 = aicsql_tables::sol::MAX_GEMM_DIM;
@@ -117,7 +116,7 @@ pub(crate) fn evaluate<R>(
     let mut prepare_pair = |db_arg: &str, quant_arg: &str| {
         resolved.get(db_arg, quant_arg, || {
             let quant = quant(function, quant_arg)?;
-            let database = resolve(function, tree, &GEMM_FILE, db_arg, &options)?;
+            let database = resolve(function, tree, db_arg, &options)?;
             prepare(&database, quant, &options)
         })
     };

@@ -18,7 +18,6 @@ use crate::args::{constant, constant_int, constant_text};
 use crate::config::AicOptions;
 use crate::database::resolve;
 use crate::gemm_args::{check_shape, gemm_table, quant};
-use aicsql_tables::sources::GEMM_FILE;
 
 pub const NAME: &str = "gemm_trace";
 /// The arguments, in order: two texts, then three integers.
@@ -84,7 +83,7 @@ impl TableFunctionImpl for GemmTrace {
             return Ok(Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![]])?));
         };
         let quant = quant(NAME, &q)?;
-        let database = resolve(NAME, &self.tree, &GEMM_FILE, &db, &options)?;
+        let database = resolve(NAME, &self.tree, &db, &options)?;
         check_shape(NAME, m, n, k)?;
         let table = gemm_table(NAME, &self.tree, &database, quant, &options)?;
         let steps = table.trace(m, n, k);

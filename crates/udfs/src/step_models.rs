@@ -3,7 +3,6 @@
 //! share it skip even the lookup.
 
 use aicsql_tables::DataTree;
-use aicsql_tables::sources::GEMM_FILE;
 use aicsql_tables::step::{StepError, StepModel};
 use datafusion::common::DataFusionError;
 
@@ -53,7 +52,7 @@ impl<'a> Models<'a> {
                 Some(i) => i,
                 None => {
                     let function = self.function;
-                    let database = resolve(function, self.tree, &GEMM_FILE, db, self.options).map_err(|e| match e {
+                    let database = resolve(function, self.tree, db, self.options).map_err(|e| match e {
                         DataFusionError::Execution(ref m) | DataFusionError::Plan(ref m) => {
                             let reason = m.strip_prefix(function).and_then(|r| r.strip_prefix(": ")).unwrap_or(m);
                             NoModel::Refused { reason: reason.to_string(), error: e }

@@ -47,7 +47,11 @@ mod tests {
     fn unknown_database_lists_what_exists() {
         let tree = crate::test_data::tree();
         let err = plan(tree, "h200_sxm", "vllm", "9.9.9", true).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("h200_sxm/vllm/9.9.9") && err.contains("vllm/0.19.0"), "{err}");
+        assert!(err.contains("unknown database 'h200_sxm/vllm/9.9.9'") && err.contains("0.19.0, 0.22.0"), "{err}");
+        // A database the shared layer serves (its dir holds SHARED_LAYER_REUSE.txt only).
+        let err = plan(tree, "h200_sxm", "vllm", "0.22.0", false).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("come from the shared layer"), "{err}");
+        assert_eq!(plan(tree, "h200_sxm", "vllm", "0.22.0", true).map(|s| s.len()).unwrap_or(0), 3);
         let err = plan(tree, "gb200", "trtllm", "1.3.0rc23", false).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("reuses 1.3.0rc20"), "{err}");
     }

@@ -1,19 +1,21 @@
 //! Custom all-reduce: `[half][num_gpus]["AUTO"][message_size]` (docs/spec 4.4,
 //! 8.4). Eager-mode rows are dropped (except on b60), the dtype column is
-//! ignored (every row is filed under `half`, first-wins), and only the
-//! database's own file counts. `message_size` is an element count.
+//! ignored (every row is filed under `half`, first-wins). With the shared
+//! layer, a database whose own file lives in the `comm` family dir reads
+//! only that file; one without a file of its own takes the older versions'
+//! (docs/spec/families_hybrid_vl_databases.md 4.3). `message_size` is an
+//! element count.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use crate::cache::db_key;
+use crate::cache::{DbKey, Slots, TableCache};
 use crate::columns::{Col, scan};
 use crate::discovery::DataTree;
 use crate::error::Result;
 use crate::grid::{Grid, GridConfig, GridPath};
-use crate::kernels::{KernelMiss, system_constants};
+use crate::kernels::{DatabaseTable, KernelMiss, Origin, system_constants};
 use crate::op_sol::OpSol;
-use crate::sources::{CUSTOM_ALLREDUCE_FILE, TableSource, plan};
+use crate::sources::{CUSTOM_ALLREDUCE_FILE, plan};
 
 /// The system whose eager-mode rows are kept.
 const KEEPS_EAGER_ROWS: &str = "b60";
@@ -21,8 +23,7 @@ const KEEPS_EAGER_ROWS: &str = "b60";
 /// The custom all-reduce table of one database.
 #[derive(Debug)]
 pub struct AllReduceTable {
-    db: String,
-    sources: Vec<TableSource>,
+    origin: Origin,
     by_gpus: HashMap<i64, Grid<1>>,
     sol: OpSol,
 }
@@ -34,11 +35,17 @@ const EAGER_MARKS: [Col; 3] =
     [Col::text("kernel_source").optional(), Col::text("backend").optional(), Col::text("implementation").optional()];
 const COLUMNS: [Col; 6] = [NUM_GPUS, MESSAGE_SIZE, Col::LATENCY, EAGER_MARKS[0], EAGER_MARKS[1], EAGER_MARKS[2]];
 
-impl AllReduceTable {
-    /// Loads the own file only: communication tables take no part in the
-    /// shared-layer union (docs/spec 4.2).
-    pub fn load(tree: &DataTree, system: &str, backend: &str, version: &str) -> Result<Self> {
-        let mut sources = plan(tree, &CUSTOM_ALLREDUCE_FILE, system, backend, version, false)?;
+impl DatabaseTable for AllReduceTable {
+    fn slots(cache: &TableCache) -> &Slots<(DbKey, bool), Self> {
+        &cache.custom_allreduce
+    }
+
+    fn origin(&self) -> &Origin {
+        &self.origin
+    }
+
+    fn load(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Self> {
+        let mut sources = plan(tree, &CUSTOM_ALLREDUCE_FILE, system, backend, version, shared_layer)?;
         let (_, sol, _) = system_constants(tree, system)?;
         let keep_eager = system == KEEPS_EAGER_ROWS;
         let mut by_gpus: HashMap<i64, Grid<1>> = HashMap::new();
@@ -65,24 +72,11 @@ impl AllReduceTable {
             })?;
             source.new_keys = added;
         }
-        Ok(AllReduceTable { db: format!("{system}/{backend}/{version}"), sources, by_gpus, sol })
+        Ok(AllReduceTable { origin: Origin { db: format!("{system}/{backend}/{version}"), sources }, by_gpus, sol })
     }
+}
 
-    /// The process-wide shared table, loaded on first use.
-    pub fn cached(tree: &DataTree, system: &str, backend: &str, version: &str) -> Result<Arc<Self>> {
-        tree.cache()
-            .custom_allreduce
-            .get(db_key(system, backend, version), || Self::load(tree, system, backend, version))
-    }
-
-    pub fn sources(&self) -> &[TableSource] {
-        &self.sources
-    }
-
-    pub fn db(&self) -> &str {
-        &self.db
-    }
-
+impl AllReduceTable {
     /// Whether the op routes to NCCL instead (72 GPUs per node and tp > 4).
     pub fn uses_nccl(&self, tp: i64) -> bool {
         self.sol.gpus_per_node() == 72 && tp > 4
@@ -96,12 +90,12 @@ impl AllReduceTable {
         let per_node = self.sol.gpus_per_node();
         let tp_eff = tp.min(per_node);
         let grid = self.by_gpus.get(&tp_eff).filter(|g| !g.is_empty()).ok_or_else(|| {
-            KernelMiss::new(&self.db, CUSTOM_ALLREDUCE_FILE.file, format!("no data for num_gpus={tp_eff}"))
+            KernelMiss::new(&self.origin.db, CUSTOM_ALLREDUCE_FILE.file, format!("no data for num_gpus={tp_eff}"))
         })?;
         let sol = &self.sol;
         let sol_at = |c: &[i64; 1]| sol.custom_allreduce(tp_eff, c[0]);
         let (latency, path) = grid.resolve([size], GridConfig::RAW, &sol_at).map_err(|m| {
-            KernelMiss::grid(&self.db, CUSTOM_ALLREDUCE_FILE.file, m, &format!("{{'message_bytes': {size}}}"))
+            KernelMiss::grid(&self.origin.db, CUSTOM_ALLREDUCE_FILE.file, m, &format!("{{'message_bytes': {size}}}"))
         })?;
         if tp <= per_node {
             return Ok((latency, path));

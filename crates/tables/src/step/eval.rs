@@ -175,9 +175,9 @@ impl<'a> Tables<'a> {
     }
 
     fn allreduce_table(&mut self) -> Result<Arc<AllReduceTable>, TablesError> {
-        let tree = self.tree;
+        let (tree, shared) = (self.tree, self.shared);
         let (system, backend, version) = (&self.system, &self.backend, &self.version);
-        loaded_once(&mut self.allreduce, || AllReduceTable::cached(tree, system, backend, version))
+        loaded_once(&mut self.allreduce, || AllReduceTable::cached(tree, system, backend, version, shared))
     }
 
     fn nccl_table(&mut self) -> Result<Arc<NcclTable>, TablesError> {

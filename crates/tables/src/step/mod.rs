@@ -81,6 +81,28 @@ struct Prepared {
     key: (Phase, u32, Option<u32>, Option<u32>),
     quants: Quants,
     ops: Vec<Op>,
+    /// Each op's entry in the step's per-name sums: ops that share a name
+    /// (GPT-OSS's and HYBRIDMOE's attention ops) share one, at the position
+    /// of the first (docs/spec 9.1-9.3; families_hybrid_vl_databases.md 1.7).
+    slots: Vec<usize>,
+    names: usize,
+}
+
+impl Prepared {
+    fn new(key: (Phase, u32, Option<u32>, Option<u32>), quants: Quants, ops: Vec<Op>) -> Prepared {
+        let mut first: Vec<&'static str> = Vec::new();
+        let slots = ops
+            .iter()
+            .map(|op| match first.iter().position(|b| *b == op.base) {
+                Some(i) => i,
+                None => {
+                    first.push(op.base);
+                    first.len() - 1
+                }
+            })
+            .collect();
+        Prepared { key, quants, ops, slots, names: first.len() }
+    }
 }
 
 /// A model on a database, ready to estimate many steps: the model config,
@@ -150,7 +172,7 @@ impl<'a> StepModel<'a> {
         if ops.len() > MAX_OPS {
             return Err(StepError::input(format!("op list of {} ops exceeds {MAX_OPS}", ops.len())));
         }
-        self.prepared.push(Prepared { key, quants, ops });
+        self.prepared.push(Prepared::new(key, quants, ops));
         Ok(self.prepared.len() - 1)
     }
 }
@@ -260,40 +282,49 @@ fn run<S: Sink>(
     };
     match phase {
         Phase::Context => {
+            // acc[name] = 0.0 + each op of that name, in list order; TTFT is
+            // the sum of the entries in first-appearance order.
             let x = batch * isl;
-            let mut latency = 0.0;
+            let mut acc = [0.0f64; MAX_OPS];
             for (index, op) in prep.ops.iter().enumerate() {
                 let name = || format!("{prefix}_{}", op.base);
                 let v = tables.eval(op, At { name: &name, x, batch, s: isl })?;
                 let total = v.per_app * op.count;
-                latency += total;
+                acc[prep.slots[index]] += total;
                 if S::ROWS {
                     sink.push(row(index, op, &v, total));
                 }
             }
+            let latency = acc[..prep.names].iter().fold(0.0, |sum, v| sum + v);
             Ok((latency, latency))
         }
         Phase::Generation => {
-            // acc[op] += step_value * repeat over the samples in order, then
-            // the per-op sums in list order (docs/spec 9.3).
+            // Per sampled step, step[name] = 0.0 + each op of that name; then
+            // gen[name] += step[name] * repeat over the samples in order, and
+            // the per-name sums in first-appearance order (docs/spec 9.3).
             let mut acc = [0.0f64; MAX_OPS];
             let decode_steps = q.osl.saturating_sub(1);
             for i in (0..decode_steps).step_by(GEN_STRIDE as usize) {
                 let repeat = GEN_STRIDE.min(decode_steps - i);
                 let s = isl + i64::from(i) + 1;
+                let mut step = [0.0f64; MAX_OPS];
+                // The report's per-step total: the op rows' plain sum.
                 let mut step_total = 0.0;
                 for (index, op) in prep.ops.iter().enumerate() {
                     let name = || format!("{prefix}_{}", op.base);
                     let v = tables.eval(op, At { name: &name, x: batch, batch, s })?;
                     let total = v.per_app * op.count;
                     step_total += total;
-                    acc[index] += total * f64::from(repeat);
+                    step[prep.slots[index]] += total;
                     if S::ROWS {
                         let mut r = row(index, op, &v, total);
                         r.weighted_total_ms = total * f64::from(repeat);
                         (r.gen_step_index, r.gen_s, r.gen_repeat) = (Some(i), u32::try_from(s).ok(), Some(repeat));
                         sink.push(r);
                     }
+                }
+                for (slot, value) in step[..prep.names].iter().enumerate() {
+                    acc[slot] += value * f64::from(repeat);
                 }
                 if S::ROWS {
                     sink.push(OpRow {
@@ -315,7 +346,7 @@ fn run<S: Sink>(
                     });
                 }
             }
-            let generation_latency = acc[..prep.ops.len()].iter().fold(0.0, |sum, v| sum + v);
+            let generation_latency = acc[..prep.names].iter().fold(0.0, |sum, v| sum + v);
             let tpot = if q.osl <= 1 { 0.0 } else { generation_latency / f64::from(q.osl - 1) };
             Ok((tpot, generation_latency))
         }

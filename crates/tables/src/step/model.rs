@@ -12,11 +12,26 @@ use crate::step::types::StepError;
 /// Op-list builders of the spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Family {
+    /// LLAMA, and QWEN3VL on the text path (its builder is LLAMA's).
     Llama,
+    /// MOE (GPT-OSS among them), and QWEN3VL_MOE on the text path.
     Moe,
-    /// Llama-4: only its MoE availability is checked (docs/spec 10.4).
+    /// Llama-4 and MiMo-V2-Flash (docs/spec/families_hybrid_vl_databases.md 1).
     HybridMoe,
 }
+
+/// The spec's families this crate does not build yet: refused by name.
+const LATER_FAMILIES: [&str; 9] = [
+    "DEEPSEEK",
+    "KIMIK25",
+    "DEEPSEEKV32",
+    "DEEPSEEKV4",
+    "NEMOTRONH",
+    "QWEN35",
+    "GEMMA4MIX",
+    "NEMOTRONNAS",
+    "MINIMAXM3",
+];
 
 /// The dimensions the op lists use, with the spec's fallbacks applied.
 #[derive(Debug, Clone)]
@@ -36,6 +51,9 @@ pub(crate) struct ModelDesc {
     pub use_qk_norm: bool,
     /// MoE workload distribution of the family's builder.
     pub distribution: &'static str,
+    /// GPT-OSS: half the layers are priced with a 128-token sliding window
+    /// (families_mla_gptoss_fp8static.md 4).
+    pub gpt_oss: bool,
 }
 
 /// Per-GPU split of one step.
@@ -63,10 +81,21 @@ impl ModelDesc {
     pub fn from_config(cfg: &ModelConfig) -> Result<ModelDesc, StepError> {
         let architecture = cfg.architecture.clone().unwrap_or_default();
         let family = match cfg.family {
-            Some("LLAMA") => Family::Llama,
-            Some("MOE") => Family::Moe,
+            Some("LLAMA" | "QWEN3VL") => Family::Llama,
+            Some("MOE" | "QWEN3VL_MOE") => Family::Moe,
             Some("HYBRIDMOE") => Family::HybridMoe,
-            _ => return Err(StepError::input(format!("unsupported architecture {architecture}"))),
+            Some(later) if LATER_FAMILIES.contains(&later) => {
+                return Err(StepError::input(format!(
+                    "unsupported architecture {architecture}: the spec's {later} family is not implemented yet"
+                )));
+            }
+            _ => {
+                let known: Vec<&str> = crate::model::ARCHITECTURES.iter().map(|(a, _)| *a).collect();
+                return Err(StepError::input(format!(
+                    "unsupported architecture {architecture}: the spec maps no model family to it (architectures: {})",
+                    known.join(", ")
+                )));
+            }
         };
         let need = |value: Option<i64>, field: &str| {
             value.filter(|&v| v > 0).ok_or_else(|| {
@@ -89,6 +118,7 @@ impl ModelDesc {
             moe_inter: cfg.moe_intermediate_size.or(cfg.intermediate_size).unwrap_or(0),
             use_qk_norm: cfg.use_qk_norm,
             distribution: if family == Family::HybridMoe { "power_law_1.01" } else { "power_law_1.2" },
+            gpt_oss: architecture == "GptOssForCausalLM",
             architecture,
         };
         if desc.family != Family::Llama && (desc.topk < 1 || desc.experts < 1) {

@@ -71,6 +71,10 @@ pub(crate) struct Op {
     pub spec: OpSpec,
 }
 
+/// The sliding window of GPT-OSS's windowed layers, hard-coded by the spec
+/// (the config's `sliding_window` is not read).
+const GPT_OSS_WINDOW: i64 = 128;
+
 /// The op list of `phase` (HYBRIDMOE has none: see `step::hybrid`).
 pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase) -> Vec<Op> {
     let (l, h) = (model.layers as f64, model.hidden);
@@ -78,16 +82,20 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
     let attn_width = model.heads * d / tp;
     let op = |base, kind, count, spec| Op { base, kind, count, spec };
     let gemm = |n: i64, k: i64, quant: GemmQuant| OpSpec::Gemm { n, k, quant, m_is_batch: false };
-    let attention = match phase {
+    // GPT-OSS prices half its layers with a 128-token window, the windowed
+    // op first in the list (families_mla_gptoss_fp8static.md 4); both share
+    // the op name, so the step sums them as one entry.
+    let attention_count = if model.gpt_oss { l / 2.0 } else { l };
+    let attention = |window: i64| match phase {
         Phase::Context => op(
             "attention",
             OpKind::ContextAttention,
-            l,
+            attention_count,
             OpSpec::ContextAttention {
                 n,
                 n_kv,
                 head_dim: d,
-                window: 0,
+                window,
                 kv: quants.kv,
                 fmha: quants.fmha,
                 qk_norm: model.use_qk_norm,
@@ -96,8 +104,8 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
         Phase::Generation => op(
             "attention",
             OpKind::GenerationAttention,
-            l,
-            OpSpec::GenerationAttention { n, n_kv, head_dim: d, window: 0, kv: quants.kv },
+            attention_count,
+            OpSpec::GenerationAttention { n, n_kv, head_dim: d, window, kv: quants.kv },
         ),
     };
     let logits = op(
@@ -106,14 +114,18 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
         1.0,
         OpSpec::Gemm { n: model.vocab / tp, k: h, quant: GemmQuant::Bfloat16, m_is_batch: phase == Phase::Context },
     );
-    let mut ops = vec![
+    let mut ops = Vec::with_capacity(16);
+    if model.gpt_oss {
+        ops.push(attention(GPT_OSS_WINDOW));
+    }
+    ops.extend([
         op("embedding", OpKind::Embedding, 1.0, OpSpec::Embedding { hidden: h }),
         op("add_norm_1", OpKind::ElementWise, l, OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h }),
         op("qkv_gemm", OpKind::Gemm, l, gemm(attn_width + d * n_kv * 2, h, quants.gemm)),
-        attention,
+        attention(0),
         op("proj_gemm", OpKind::Gemm, l, gemm(h, attn_width, quants.gemm)),
         op("add_norm_2", OpKind::ElementWise, l, OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h }),
-    ];
+    ]);
     let embedding_ar = op("embedding_ar", OpKind::CustomAllReduce, 1.0, OpSpec::AllReduce { tp, hidden: h });
     let p2p = op("p2p", OpKind::P2P, 0.0, OpSpec::P2P);
     match model.family {
@@ -188,6 +200,7 @@ mod tests {
             moe_inter: 25600,
             use_qk_norm: true,
             distribution: "power_law_1.2",
+            gpt_oss: false,
         }
     }
 

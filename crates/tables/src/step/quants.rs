@@ -17,40 +17,64 @@ pub(crate) struct Inferred {
     pub fmha: Option<FmhaQuant>,
 }
 
-/// Spec 3.1.
+/// docs/spec/families_mla_gptoss_fp8static.md 2.2 (ES 3.1 is its fp8 /
+/// fp8_block / nvfp4 subset): the checkpoint's quant fields to modes. A
+/// mode the checkpoint does not set is bfloat16.
 pub(crate) fn infer(cfg: &ModelConfig) -> Result<Inferred, StepError> {
-    let method = cfg.quant_method.as_deref().or(cfg.quant_algo.as_deref());
-    let algo = match method {
-        Some("fp8") if cfg.weight_block_size => Some("fp8_block"),
-        other => other,
-    };
-    let (gemm, moe) = match algo {
-        None => (GemmQuant::Bfloat16, MoeQuant::Bfloat16),
-        Some("fp8_block") => (GemmQuant::Fp8Block, MoeQuant::Fp8Block),
-        Some("fp8") if cfg.dynamic_activations => (GemmQuant::Fp8, MoeQuant::Fp8),
-        Some("fp8") => (GemmQuant::Fp8Static, MoeQuant::Fp8),
-        Some("nvfp4") => (GemmQuant::Nvfp4, MoeQuant::Nvfp4),
+    let q = &cfg.quant;
+    let algo = q.algo.as_deref();
+    let unsupported =
+        |what: &str| StepError::input(format!("{}: unsupported quantization method '{what}'", cfg.path.display()));
+    let (mut gemm, mut moe) = (None, None);
+    match algo {
+        None => {}
+        Some("fp8") if q.dynamic == Some(true) => (gemm, moe) = (Some(GemmQuant::Fp8), Some(MoeQuant::Fp8)),
+        // Per-tensor FP8 without a dynamic activation scheme is static.
+        Some("fp8") => (gemm, moe) = (Some(GemmQuant::Fp8Static), Some(MoeQuant::Fp8)),
+        Some("fp8_block") => (gemm, moe) = (Some(GemmQuant::Fp8Block), Some(MoeQuant::Fp8Block)),
+        Some("nvfp4") => (gemm, moe) = (Some(GemmQuant::Nvfp4), Some(MoeQuant::Nvfp4)),
+        Some("mxfp4") => (gemm, moe) = (Some(GemmQuant::Bfloat16), Some(MoeQuant::W4a16Mxfp4)),
+        Some("compressed-tensors") => {
+            if let Some(base) = q.compressed_base.as_deref() {
+                if !q.compressed_ignored.contains(&"attention") {
+                    gemm = Some(base.parse::<GemmQuant>().map_err(|_| unsupported(base))?);
+                }
+                if !q.compressed_ignored.contains(&"routing_experts") {
+                    moe = Some(base.parse::<MoeQuant>().map_err(|_| unsupported(base))?);
+                }
+            }
+        }
+        Some("mixed_precision") => {
+            return Err(StepError::input(format!(
+                "{}: ModelOpt mixed-precision checkpoints (per-layer quant) are not supported yet",
+                cfg.path.display()
+            )));
+        }
+        Some(other) => return Err(unsupported(other)),
+    }
+    let kv_algo = q.kv_cache.as_deref();
+    let mut kv = match kv_algo {
+        None => None,
+        Some("fp8") => Some(KvQuant::Fp8),
+        Some("bfloat16") => Some(KvQuant::Bfloat16),
         Some(other) => {
             return Err(StepError::input(format!(
-                "{}: unsupported quantization method '{other}' (supported: fp8, fp8 with weight_block_size, nvfp4)",
+                "{}: unsupported kv cache quant algorithm '{other}'",
                 cfg.path.display()
             )));
         }
     };
-    let kv_algo = cfg.kv_cache_quant_algo.as_deref();
-    let fp8_checkpoint = matches!(algo, Some("fp8" | "fp8_block" | "nvfp4"));
-    let (kv, fmha) = if fp8_checkpoint || kv_algo == Some("fp8") {
-        (KvQuant::Fp8, Some(FmhaQuant::Fp8))
-    } else {
-        let kv = match kv_algo {
-            None | Some("bfloat16") => KvQuant::Bfloat16,
-            Some(other) => other
-                .parse::<KvQuant>()
-                .map_err(|e| StepError::input(format!("{}: kv cache quant algo: {e}", cfg.path.display())))?,
-        };
-        (kv, None)
-    };
-    Ok(Inferred { gemm, moe, kv, fmha })
+    let mut fmha = None;
+    if algo.is_some() && (matches!(algo, Some("fp8" | "fp8_block" | "nvfp4")) || kv_algo == Some("fp8")) {
+        fmha = Some(FmhaQuant::Fp8);
+        kv = Some(KvQuant::Fp8);
+    }
+    Ok(Inferred {
+        gemm: gemm.unwrap_or(GemmQuant::Bfloat16),
+        moe: moe.unwrap_or(MoeQuant::Bfloat16),
+        kv: kv.unwrap_or(KvQuant::Bfloat16),
+        fmha,
+    })
 }
 
 /// Spec 3.2: (1) static_ctx only, from the data: fp8 attention math falls

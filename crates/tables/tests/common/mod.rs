@@ -12,6 +12,8 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+pub mod step_goldens;
+
 /// The data cache the fetch step fills: `$AICSQL_DATA`, else
 /// `$XDG_CACHE_HOME/aicsql`, else `~/.cache/aicsql`.
 pub fn data_dir() -> PathBuf {
@@ -50,6 +52,10 @@ pub struct Columns<'a> {
 impl Columns<'_> {
     pub fn rows(&self) -> usize {
         self.batch.num_rows()
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.batch.column_by_name(name).is_some()
     }
 
     fn column(&self, name: &str, to: &DataType) -> ArrayRef {
