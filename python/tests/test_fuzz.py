@@ -20,7 +20,7 @@ import random
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import pyarrow as pa
 import pytest
@@ -164,14 +164,20 @@ def world(ctx):
         r["model"]: (r["family"], r["num_attention_heads"] or 0, (r["num_experts"] or 0) > 0)
         for r in ctx.sql("SELECT model, family, num_attention_heads, num_experts FROM aic.meta.models").to_arrow_table().to_pylist()
     }
+    # What the spec's MoE builders refuse: moe_ep above the expert count, and
+    # fp8_block experts whose per-GPU width is not a multiple of the block.
+    global MOE_LIMITS
+    MOE_LIMITS = {
+        r["model"]: (r["num_experts"] or 0, r["moe_intermediate_size"] or 0, r["quant_method"] == "fp8_block")
+        for r in ctx.sql("SELECT model, num_experts, moe_intermediate_size, quant_method FROM aic.meta.models")
+        .to_arrow_table().to_pylist()
+    }
     w = World(dbs, all_dbs, dtypes, models)
     # Which (model, backend) each path's step accepts: a probe per path (tp 1, moe 1 x 1).
     for function in ("py_step_latency", "step_latency"):
         for db in ("h200_sxm/vllm/0.19.0", "h200_sxm/sglang/0.5.10", "h200_sxm/trtllm/1.3.0rc10"):
             backend = db.split("/")[1]
-            for model, (family, _, _) in sorted(models.items()):
-                if family not in ("LLAMA", "MOE"):
-                    continue
+            for model in sorted(models):
                 kind, got = run(ctx, f"SELECT {function}({quote(model)}, '{db}', 'context', 1, 1, 128, 2, 1, 1) AS v, "
                                      f"{function}({quote(model)}, '{db}', 'generation', 1, 1, 128, 2, 1, 1) AS g")
                 if kind == "rows":
@@ -256,6 +262,10 @@ def gemm_invalid(w: World, rng: random.Random, s: dict) -> Call:
 # ---- step calls ----------------------------------------------------------------------------------------
 
 
+# Filled by the world fixture: model -> (experts, moe_intermediate_size, fp8_block experts).
+MOE_LIMITS: Dict[str, tuple] = {}
+
+
 def divisors(n: int) -> List[int]:
     return [d for d in range(1, min(max(n, 1), MAX_PARALLEL) + 1) if n % d == 0]
 
@@ -272,7 +282,14 @@ def step_call(w: World, rng: random.Random, s: dict, function: str) -> Call:
     divs = divisors(heads)
     tp = rng.choice(divs[:4]) if rng.random() < 0.7 else rng.choice(divs)
     if moe:
-        splits = [(a, tp // a) for a in divisors(tp) if not (backend == "vllm" and a > 1 and tp // a > 1)]
+        experts, moe_inter, block = MOE_LIMITS.get(model, (MAX_PARALLEL, 0, False))
+        splits = [
+            (a, tp // a) for a in divisors(tp)
+            if not (backend == "vllm" and a > 1 and tp // a > 1) and tp // a <= experts
+            and not (block and (moe_inter // a) % 128)
+        ]
+        if not splits:
+            return step_call(w, rng, s, function)
         a, b = rng.choice(splits)
         moe_tp, moe_ep = rng.choice([(a, b), (a, None) if b == 1 else (a, b), (None, b) if a == 1 else (a, b)])
     else:
@@ -298,8 +315,11 @@ def step_invalid(w: World, rng: random.Random, s: dict, function: str) -> Call:
     heads = w.models[args[0]][1]
     k = rng.randrange(8)
     if k == 0:
-        unsupported = [m for m, (f, _, _) in w.models.items() if f not in ("LLAMA", "MOE")]
-        bad = rng.choice([rng.choice(unsupported), near_miss(rng, args[0]), weird(rng)])
+        # Refused by the probe on this backend: a family the path does not
+        # build, a checkpoint it refuses.
+        backend = args[1].split("/")[1] if args[1].count("/") >= 1 else s["backend"]
+        unsupported = sorted(m for (f, m, b) in w.refused if f == function and b == backend)
+        bad = rng.choice(([rng.choice(unsupported)] if unsupported else []) + [near_miss(rng, args[0]), weird(rng)])
         bad = bad + "?" if bad in w.models and bad not in unsupported else bad
         args[0], needles = bad, [bad]
     elif k == 1:
@@ -621,7 +641,19 @@ def test_step_probes_agree_between_the_paths(world):
     """The (model, backend) pairs each path's step accepts are the same."""
     py = {k[1]: sorted(v) for k, v in world.step_ok.items() if k[0] == "py_step_latency"}
     rust = {k[1]: sorted(v) for k, v in world.step_ok.items() if k[0] == "step_latency"}
+    # The Rust path does not build these families yet; it refuses them by name.
+    rust_pending = {m for m, (f, _, _) in world.models.items() if f in RUST_PENDING_FAMILIES}
+    for backend in set(py) | set(rust):
+        for m in rust_pending & set(py.get(backend, [])):
+            message = world.refused.get(("step_latency", m, backend), "")
+            assert world.models[m][0] in message, (m, backend, message)
+    py = {b: sorted(set(v) - rust_pending) for b, v in py.items()}
     assert py == rust, {b: (sorted(set(py.get(b, [])) ^ set(rust.get(b, [])))) for b in set(py) | set(rust)}
+
+
+# Families the Python path prices and the Rust path refuses by name, until
+# they land there (MLA: DeepSeek, Kimi).
+RUST_PENDING_FAMILIES = {"DEEPSEEK", "KIMIK25"}
 
 
 # ---- limits --------------------------------------------------------------------------------------------

@@ -509,3 +509,29 @@ def test_bisect_step_of_a_step_both_paths_miss_is_empty(ctx):
     # gb200/trtllm/1.3.0rc23 has no all-reduce table: both sides miss at the
     # same op, so the steps agree; the reasons are worded per path and ignored.
     assert parity.bisect_step(ctx, WORKED[0], "gb200/trtllm/1.3.0rc23", "context", 2, 8, 1024, 128).num_rows == 0
+
+
+# ---- the second known drift: Llama-4-Scout on gb200/vllm/0.24.0 ---------------------------------
+
+SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
+SCOUT_DB = "gb200/vllm/0.24.0"
+# The spec's own numbers (family_step_goldens.parquet): TTFT and TPOT at
+# tp 4, moe_tp 4, moe_ep 1, batch 1, isl 1024, osl 128.
+SCOUT_TTFT, SCOUT_TPOT = 19.960800166727523, 3.044497539448789
+
+
+def test_scout_drift_config_is_the_spec_on_both_paths(ctx):
+    """The upstream drift report's second entry: every GEMM of this config
+    is a site transfer and the proj GEMM has a distance tie at its 4th
+    neighbour (docs/spec/families_hybrid_vl_databases.md 1.8). Both paths
+    must give the spec's TTFT and TPOT, bit for bit."""
+    for function in ("step_latency", "py_step_latency"):
+        got = ctx.sql(
+            f"SELECT {function}('{SCOUT}', '{SCOUT_DB}', 'context', 4, 1, 1024, 128, 4, 1) AS ttft, "
+            f"{function}('{SCOUT}', '{SCOUT_DB}', 'generation', 4, 1, 1024, 128, 4, 1) AS tpot"
+        ).to_arrow_table().to_pylist()
+        assert got == [{"ttft": SCOUT_TTFT, "tpot": SCOUT_TPOT}], function
+    # The tie: site order keeps (6144, 1024); the sorted-site variant would not.
+    for function in ("gemm_latency", "py_gemm_latency"):
+        got = ctx.sql(f"SELECT {function}('{SCOUT_DB}', 'bfloat16', 1024, 5120, 1280) AS v").to_arrow_table().to_pylist()
+        assert got == [{"v": 0.010833282503282209}], function

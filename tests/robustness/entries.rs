@@ -250,7 +250,11 @@ fn parallelism(rng: &mut Rng, m: &Model, backend: &str, nine: bool) -> (i64, Opt
         .into_iter()
         .map(|a| (a, tp / a))
         .filter(|&(a, b)| !(backend == "vllm" && a > 1 && b > 1))
+        .filter(|&(a, b)| b <= m.experts && !(m.fp8_block && (m.moe_inter / a) % 128 != 0))
         .collect();
+    if split.is_empty() {
+        return parallelism(rng, m, backend, nine);
+    }
     let (a, b) = *rng.pick(&split);
     match rng.below(3) {
         0 if b == 1 => (tp, Some(a), None),
@@ -355,18 +359,10 @@ fn step_invalid(w: &World, rng: &mut Rng, settings: &Settings, arity: usize) -> 
     match choice {
         0 => {
             // A model the functions cannot price: unknown, or an unsupported family / checkpoint.
-            // Not HYBRIDMOE: its refusal comes after its MoE lookup, as in the
-            // spec, so where that lookup misses the call is a miss, not an error.
-            let unsupported: Vec<&Model> = w
-                .models
-                .iter()
-                .filter(|x| {
-                    x.family.as_deref() != Some("HYBRIDMOE")
-                        && !w.step_ok.contains(&(x.name.clone(), backend.clone()))
-                        && (!matches!(x.family.as_deref(), Some("LLAMA") | Some("MOE"))
-                            || w.step_refused.contains_key(&(x.name.clone(), backend.clone())))
-                })
-                .collect();
+            // Refused by the probe on this backend (a family the step does
+            // not build, a checkpoint it refuses).
+            let unsupported: Vec<&Model> =
+                w.models.iter().filter(|x| w.step_refused.contains_key(&(x.name.clone(), backend.clone()))).collect();
             let bad = match rng.below(3) {
                 0 if !unsupported.is_empty() => rng.pick(&unsupported).name.clone(),
                 1 => near_miss(rng, &model_name),

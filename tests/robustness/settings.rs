@@ -210,6 +210,13 @@ fn fuzz_settings(seed: u64, budget: std::time::Duration) {
                     failures.push("a reused version gives nonsense", format!("{sql} [{now:?}]"), format!("{v:?}"));
                 }
             }
+            // The newest version may have its GEMMs only in the shared layer:
+            // with the layer off that is a miss, an error under on_miss='error'.
+            Err(m) if resolvable && !shared && version == "latest" => {
+                if !m.contains("gemm_latency") || !m.contains("no GEMM") || !m.contains("h200_sxm") {
+                    failures.push("a shared-only newest version is not named", format!("{sql} [{now:?}]"), m);
+                }
+            }
             Ok(v) => failures.push("a prefix resolved that cannot", format!("{sql} [{now:?}]"), format!("{v:?}")),
             Err(m) => failures.push("a resolvable prefix failed", format!("{sql} [{now:?}]"), m),
         }

@@ -28,6 +28,12 @@ pub struct Model {
     pub family: Option<String>,
     pub heads: i64,
     pub moe: bool,
+    /// What the spec's MoE builders refuse: moe_ep above `experts`, and
+    /// fp8_block experts whose per-GPU width (`moe_inter / moe_tp`) is not
+    /// a multiple of the 128 block.
+    pub experts: i64,
+    pub moe_inter: i64,
+    pub fp8_block: bool,
 }
 
 /// Everything the generators draw from.
@@ -265,15 +271,21 @@ impl World {
                 dtypes.entry(db).or_default().push(q);
             }
         }
-        let m =
-            rows(&ctx, "SELECT model, family, num_attention_heads, num_experts FROM aic.meta.models ORDER BY model");
+        let m = rows(
+            &ctx,
+            "SELECT model, family, num_attention_heads, num_experts, moe_intermediate_size, quant_method FROM aic.meta.models ORDER BY model",
+        );
         let (names, families, heads, experts) = (strings(&m, 0), strings(&m, 1), ints(&m, 2), ints(&m, 3));
+        let (moe_inters, quants) = (ints(&m, 4), strings(&m, 5));
         let models: Vec<Model> = (0..names.len())
             .map(|i| Model {
                 name: names[i].clone().expect("model"),
                 family: families[i].clone(),
                 heads: heads[i].unwrap_or(0),
                 moe: experts[i].unwrap_or(0) > 0,
+                experts: experts[i].unwrap_or(0),
+                moe_inter: moe_inters[i].unwrap_or(0),
+                fp8_block: quants[i].as_deref() == Some("fp8_block"),
             })
             .collect();
         let mut world = World {
@@ -293,14 +305,11 @@ impl World {
 
     /// Which (model, backend) pairs a step accepts: one context and one
     /// generation call at tp 1 (MoE: moe_tp = moe_ep = 1) on each backend's
-    /// representative database. Only LLAMA / MOE models are probed (the
-    /// README's supported families); everything refused is listed.
+    /// representative database. Every model is probed (a family the step
+    /// does not build is refused by name); everything refused is listed.
     fn probe_steps(&mut self, ctx: &SessionContext) {
         let rt = runtime();
         for model in self.models.clone() {
-            if !matches!(model.family.as_deref(), Some("LLAMA") | Some("MOE")) {
-                continue;
-            }
             for db in PROBE_DBS {
                 let backend = db.split('/').nth(1).expect("backend").to_string();
                 let mut refused = None;

@@ -15,7 +15,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::Result;
 use crate::gemm::GemmTable;
-use crate::kernels::{AllReduceTable, ContextAttentionTable, GenerationAttentionTable, MoeTable, NcclTable};
+use crate::kernels::{
+    AllReduceTable, ComputeScaleTable, ContextAttentionTable, GenerationAttentionTable, MoeTable, NcclTable,
+    ScaleMatrixTable,
+};
 use crate::model::ModelConfig;
 use crate::op_sol::OpSol;
 use crate::quant::GemmQuant;
@@ -77,6 +80,8 @@ pub struct TableCache {
     pub(crate) custom_allreduce: Slots<(DbKey, bool), AllReduceTable>,
     pub(crate) nccl: Slots<String, NcclTable>,
     pub(crate) moe: Slots<(DbKey, bool), MoeTable>,
+    pub(crate) compute_scale: Slots<(DbKey, bool), ComputeScaleTable>,
+    pub(crate) scale_matrix: Slots<(DbKey, bool), ScaleMatrixTable>,
     pub(crate) systems: Slots<String, (SystemSpec, PathBuf)>,
     pub(crate) op_sol: Slots<String, OpSol>,
     pub(crate) model_configs: Slots<String, ModelConfig>,

@@ -66,6 +66,9 @@ impl Col {
     pub const LATENCY_FLOORED: Col =
         Col { name: "latency", kind: Kind::Float, optional: false, measured: Measured::Finite };
 
+    /// A latency difference (`computescale_perf`): zero and negative values are data.
+    pub const DELTA: Col = Col { name: "latency", kind: Kind::Float, optional: false, measured: Measured::Finite };
+
     pub const fn optional(self) -> Col {
         Col { optional: true, ..self }
     }

@@ -93,6 +93,12 @@ impl OpSol {
     }
 
     /// `(bytes / (mem_bw * scaling) + constant) * 1000` (5.5).
+    /// `factor * m * k / mem_bw * 1000`: the SOL of the compute-scale (2)
+    /// and scale-matrix (3) kernels (families_mla_gptoss_fp8static.md 7.4).
+    pub fn scale_memory(&self, factor: i64, m: i64, k: i64) -> f64 {
+        div(Num::Int(i128::from(factor) * i128::from(m) * i128::from(k)), self.mem_bw) * 1000.0
+    }
+
     pub fn mem_op(&self, bytes: i64) -> f64 {
         let t = div(Num::Int(i128::from(bytes)), self.mem_op_bw);
         (t + self.mem_const.as_f64()) * 1000.0

@@ -58,6 +58,10 @@ pub const GENERATION_ATTENTION_FILE: TableFile = TableFile {
 pub const CUSTOM_ALLREDUCE_FILE: TableFile =
     TableFile { table: "custom_allreduce", file: "custom_allreduce_perf", family: "comm", label: "custom all-reduce" };
 pub const MOE_FILE: TableFile = TableFile { table: "moe", file: "moe_perf", family: "moe", label: "MoE" };
+pub const COMPUTE_SCALE_FILE: TableFile =
+    TableFile { table: "computescale", file: "computescale_perf", family: "quantize", label: "Compute scale" };
+pub const SCALE_MATRIX_FILE: TableFile =
+    TableFile { table: "scale_matrix", file: "scale_matrix_perf", family: "quantize", label: "Scale matrix" };
 /// NCCL lives under `comm/nccl/<nccl_version>/` (legacy `nccl/<nccl_version>/`):
 /// discovery sees backend `nccl`, version = the NCCL version.
 pub const NCCL_FILE: TableFile = TableFile { table: "nccl", file: "nccl_perf", family: "comm", label: "NCCL" };

@@ -69,7 +69,7 @@ fn unknown_database_is_an_error_naming_what_exists() {
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-    assert!(err.contains("'h200_sxm/vllm/0.99.0'") && err.contains("vllm/0.19.0"), "{err}");
+    assert!(err.contains("'h200_sxm/vllm/0.99.0'") && err.contains("has versions") && err.contains("0.19.0"), "{err}");
     let err = GemmTable::load(tree(), "no_such_gpu", "vllm", "0.19.0", GemmQuant::Fp8, true)
         .err()
         .map(|e| e.to_string())

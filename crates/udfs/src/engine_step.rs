@@ -54,15 +54,18 @@ impl TableFunctionImpl for EngineStep {
         let empty = || -> Result<Arc<dyn TableProvider>> {
             Ok(Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![]])?))
         };
-        let (Some(model), Some(db), Some(phase_name)) = (
+        // Every argument's type is checked before a NULL short-circuits the
+        // call: a wrong type is an error whatever the other arguments are.
+        let texts = (
             constant_text(NAME, 1, &values[0])?,
             constant_text(NAME, 2, &values[1])?,
             constant_text(NAME, 3, &values[2])?,
-        ) else {
-            return empty();
-        };
+        );
         let ints: Vec<Option<i64>> =
             values[3..].iter().enumerate().map(|(i, v)| constant_int(NAME, i + 4, v)).collect::<Result<_>>()?;
+        let (Some(model), Some(db), Some(phase_name)) = texts else {
+            return empty();
+        };
         let (Some(tp), Some(batch), Some(isl), Some(osl)) = (ints[0], ints[1], ints[2], ints[3]) else {
             return empty();
         };

@@ -9,7 +9,7 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, Signature, TypeSignature, Volatility};
 
-use aicsql_tables::{DataTree, GemmQuant, GemmTable};
+use aicsql_tables::{DataTree, GemmQuant};
 
 use crate::args::{Int, Text, coerce};
 use crate::config::AicOptions;
@@ -55,18 +55,6 @@ pub(crate) fn check_shape(function: &str, m: i64, n: i64, k: i64) -> Result<()> 
 /// Parses a quant argument; the error lists the spec's modes.
 pub(crate) fn quant(function: &str, name: &str) -> Result<GemmQuant> {
     name.parse::<GemmQuant>().map_err(|e| tables_error(function, e))
-}
-
-/// The shared GEMM table of a resolved database, under the session's shared-layer setting.
-pub(crate) fn gemm_table(
-    function: &str,
-    tree: &DataTree,
-    db: &Database,
-    quant: GemmQuant,
-    options: &AicOptions,
-) -> Result<Arc<GemmTable>> {
-    GemmTable::cached(tree, &db.system, &db.backend, &db.version, quant, options.shared_layer)
-        .map_err(|e| tables_error(function, e))
 }
 
 /// Resolved (db, quant) pairs of one batch. Lookups compare the argument

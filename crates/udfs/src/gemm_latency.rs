@@ -7,10 +7,12 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::{ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature};
 
-use aicsql_tables::DataTree;
+use aicsql_tables::error::ErrorClass;
+use aicsql_tables::{DataTree, GemmTable};
 
 use crate::config::OnMiss;
-use crate::gemm_args::{coerce_gemm, evaluate, gemm_signature, gemm_table};
+use crate::errors::tables_error;
+use crate::gemm_args::{coerce_gemm, evaluate, gemm_signature};
 
 /// Prices GEMM shapes against a database's measured table exactly as
 /// aiconfigurator v0.11.0's Python does (exact hit, own-site curve,
@@ -51,13 +53,33 @@ impl ScalarUDFImpl for GemmLatency {
             name,
             &self.tree,
             &args,
-            |db, quant, options| Ok((gemm_table(name, &self.tree, db, quant, options)?, options.on_miss)),
-            |(table, on_miss), m, n, k| match table.latency(m, n, k) {
-                Ok(ms) => Ok(Some(ms)),
-                Err(miss) => match on_miss {
+            // A database without the table (e.g. its GEMMs come only from the
+            // shared layer, which is off) misses every lookup, as the spec's
+            // "file does not exist" does; corrupt data and bugs stay errors.
+            |db, quant, options| match GemmTable::cached(
+                &self.tree,
+                &db.system,
+                &db.backend,
+                &db.version,
+                quant,
+                options.shared_layer,
+            ) {
+                Ok(table) => Ok((Ok(table), options.on_miss)),
+                Err(e) if e.class() == ErrorClass::Miss => Ok((Err(e.to_string()), options.on_miss)),
+                Err(e) => Err(tables_error(name, e)),
+            },
+            |(table, on_miss), m, n, k| {
+                let message = match table {
+                    Ok(table) => match table.latency(m, n, k) {
+                        Ok(ms) => return Ok(Some(ms)),
+                        Err(miss) => table.miss_message(miss, m, n, k),
+                    },
+                    Err(no_table) => no_table.clone(),
+                };
+                match on_miss {
                     OnMiss::Null => Ok(None),
-                    OnMiss::Error => exec_err!("{name}: {}", table.miss_message(miss, m, n, k)),
-                },
+                    OnMiss::Error => exec_err!("{name}: {message}"),
+                }
             },
         )
     }

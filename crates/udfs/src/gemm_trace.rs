@@ -12,12 +12,14 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::datasource::MemTable;
 
-use aicsql_tables::{DataTree, TraceStep};
+use aicsql_tables::error::ErrorClass;
+use aicsql_tables::{DataTree, GemmTable, TraceStep};
 
 use crate::args::{constant, constant_int, constant_text};
 use crate::config::AicOptions;
 use crate::database::resolve;
-use crate::gemm_args::{check_shape, gemm_table, quant};
+use crate::errors::tables_error;
+use crate::gemm_args::{check_shape, quant};
 
 pub const NAME: &str = "gemm_trace";
 /// The arguments, in order: two texts, then three integers.
@@ -85,8 +87,20 @@ impl TableFunctionImpl for GemmTrace {
         let quant = quant(NAME, &q)?;
         let database = resolve(NAME, &self.tree, &db, &options)?;
         check_shape(NAME, m, n, k)?;
-        let table = gemm_table(NAME, &self.tree, &database, quant, &options)?;
-        let steps = table.trace(m, n, k);
+        // A database without a GEMM table traces as one `miss` row naming
+        // why, like a quant it has no data for; corrupt data stays an error.
+        let steps = match GemmTable::cached(
+            &self.tree,
+            &database.system,
+            &database.backend,
+            &database.version,
+            quant,
+            options.shared_layer,
+        ) {
+            Ok(table) => table.trace(m, n, k),
+            Err(e) if e.class() == ErrorClass::Miss => vec![TraceStep::miss(e.to_string())],
+            Err(e) => return Err(tables_error(NAME, e)),
+        };
         let batch = trace_batch(&schema, &database.name(), quant.name(), (m, n, k), &steps)?;
         Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
     }

@@ -471,21 +471,11 @@ def _read_file(f: TableFile) -> pa.Table:
 
 def gemm_sources(tree: DataTree, db: Database, shared_layer: bool = True) -> List[TableFile]:
     """The files of a database's GEMM table, in priority order: the spec's
-    source union (`aicsql.spec.sources`, docs/spec 4.2).
-
-    With the shared layer off, a version that holds no GEMM file but declares
-    GEMM donors in a ``reuse.yaml`` is refused with a ValueError saying so
-    (its table exists only through the shared layer); any other database
-    without a file has an empty table, whose lookups miss."""
-    sources = table_sources(tree, db, GEMM_FILE, shared_layer)
-    if not shared_layer and not sources:
-        donors = [f.version for f in table_sources(tree, db, GEMM_FILE, True) if f.channel == "declared"]
-        if donors:
-            raise ValueError(
-                f"database '{db.name}' has no GEMM file of its own; its gemm_perf reuses "
-                f"{', '.join(donors)} (enable the shared layer)"
-            )
-    return sources
+    source union (`aicsql.spec.sources`, docs/spec 4.2). A database without
+    any has an empty table, whose lookups miss (the spec's "file does not
+    exist"): e.g. a version whose GEMMs come only from the shared layer,
+    asked with the shared layer off."""
+    return table_sources(tree, db, GEMM_FILE, shared_layer)
 
 
 class GemmTable:

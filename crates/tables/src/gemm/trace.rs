@@ -66,6 +66,13 @@ pub struct TraceStep {
 }
 
 impl TraceStep {
+    /// A `miss` row with its reason (e.g. a database without the table).
+    pub fn miss(reason: String) -> TraceStep {
+        let mut step = TraceStep::new(TraceStage::Miss);
+        step.reason = Some(reason);
+        step
+    }
+
     pub(crate) fn new(stage: TraceStage) -> TraceStep {
         TraceStep {
             stage,

@@ -8,6 +8,7 @@ mod context_attention;
 mod generation_attention;
 mod moe;
 mod nccl;
+mod quantize;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -26,6 +27,7 @@ pub use context_attention::{ContextAttentionTable, CtxAttnQuery};
 pub use generation_attention::{GenAttnQuery, GenAttnResult, GenerationAttentionTable};
 pub use moe::{MoeQuery, MoeShape, MoeTable};
 pub use nccl::NcclTable;
+pub use quantize::{ComputeScaleTable, ScaleMatrixTable};
 
 /// Where a kernel table of one database came from: the database and the
 /// sources its rows were taken from, in union order.

@@ -9,12 +9,13 @@ use crate::error::{ErrorClass, TablesError};
 use crate::gemm::GemmTable;
 use crate::grid::GridPath;
 use crate::kernels::{
-    AllReduceTable, ContextAttentionTable, CtxAttnQuery, DatabaseTable, GenAttnQuery, GenerationAttentionTable,
-    KernelMiss, MoeQuery, MoeShape, MoeTable, NcclTable,
+    AllReduceTable, ComputeScaleTable, ContextAttentionTable, CtxAttnQuery, DatabaseTable, GenAttnQuery,
+    GenerationAttentionTable, KernelMiss, MoeQuery, MoeShape, MoeTable, NcclTable, ScaleMatrixTable,
 };
 use crate::modes::MoeQuant;
 use crate::op_sol::OpSol;
 use crate::quant::GemmQuant;
+use crate::sol::GemmSol;
 use crate::step::ops::{Op, OpSpec};
 use crate::step::types::{Lookup, StepError};
 use crate::system::{Num, system_spec};
@@ -74,6 +75,10 @@ pub(crate) struct Tables<'a> {
     allreduce: Option<Arc<AllReduceTable>>,
     nccl: Option<Arc<NcclTable>>,
     moe: Option<Arc<MoeTable>>,
+    compute_scale: Option<Arc<ComputeScaleTable>>,
+    scale_matrix: Option<Arc<ScaleMatrixTable>>,
+    /// The fp8_static GEMM roofline (its floor), built on first use.
+    fp8_static_sol: Option<Arc<GemmSol>>,
 }
 
 /// Where one op evaluation happens: the op's full name (for errors) and
@@ -119,8 +124,8 @@ fn loaded_once<T>(
 
 impl<'a> Tables<'a> {
     /// The database `system/backend/version`. Errors when the system has
-    /// no usable YAML or the database no GEMM table (every model has a
-    /// bfloat16 GEMM, which this loads).
+    /// no usable YAML or the database is unknown (every model has a
+    /// bfloat16 GEMM, which this loads up front).
     pub fn new(
         tree: &'a DataTree,
         system: &str,
@@ -132,7 +137,14 @@ impl<'a> Tables<'a> {
             let (spec, yaml) = system_spec(tree, system)?;
             OpSol::new(&spec).map_err(|e| TablesError::document(&yaml, e))
         })?;
-        let bf16 = GemmTable::cached(tree, system, backend, version, GemmQuant::Bfloat16, shared)?;
+        // A database without a GEMM table of its own (its GEMMs only in the
+        // shared layer, which is off) is not refused here: each GEMM op
+        // misses, as the spec's lookups do, so `on_miss` decides.
+        let gemm = match GemmTable::cached(tree, system, backend, version, GemmQuant::Bfloat16, shared) {
+            Ok(bf16) => vec![(GemmQuant::Bfloat16, bf16)],
+            Err(e) if e.class() == ErrorClass::Miss => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
         Ok(Tables {
             tree,
             system: system.to_string(),
@@ -140,12 +152,15 @@ impl<'a> Tables<'a> {
             version: version.to_string(),
             shared,
             sol: *sol,
-            gemm: vec![(GemmQuant::Bfloat16, bf16)],
+            gemm,
             context: None,
             generation: None,
             allreduce: None,
             nccl: None,
             moe: None,
+            compute_scale: None,
+            scale_matrix: None,
+            fp8_static_sol: None,
         })
     }
 
@@ -192,6 +207,26 @@ impl<'a> Tables<'a> {
         loaded_once(&mut self.moe, || MoeTable::cached(tree, system, backend, version, shared))
     }
 
+    fn compute_scale_table(&mut self) -> Result<Arc<ComputeScaleTable>, TablesError> {
+        let (tree, shared) = (self.tree, self.shared);
+        let (system, backend, version) = (&self.system, &self.backend, &self.version);
+        loaded_once(&mut self.compute_scale, || ComputeScaleTable::cached(tree, system, backend, version, shared))
+    }
+
+    fn scale_matrix_table(&mut self) -> Result<Arc<ScaleMatrixTable>, TablesError> {
+        let (tree, shared) = (self.tree, self.shared);
+        let (system, backend, version) = (&self.system, &self.backend, &self.version);
+        loaded_once(&mut self.scale_matrix, || ScaleMatrixTable::cached(tree, system, backend, version, shared))
+    }
+
+    fn fp8_static_sol(&mut self) -> Result<Arc<GemmSol>, TablesError> {
+        let (tree, system) = (self.tree, &self.system);
+        loaded_once(&mut self.fp8_static_sol, || {
+            let (spec, yaml) = crate::system::system_spec(tree, system)?;
+            GemmSol::new(&spec, GemmQuant::Fp8Static).map(Arc::new).map_err(|e| TablesError::document(&yaml, e))
+        })
+    }
+
     /// One application of `op` at `at`.
     pub fn eval(&mut self, op: &Op, at: At) -> Result<OpValue, StepError> {
         let x = at.x;
@@ -201,9 +236,13 @@ impl<'a> Tables<'a> {
                 OpValue::formula(self.sol.mem_op(x * dim_in * 2 + x * dim_out * 2))
             }
             OpSpec::P2P => OpValue::formula(0.0),
-            OpSpec::Gemm { n, k, quant, m_is_batch } => {
+            OpSpec::Gemm { n, k, quant, m_is_batch, low_precision_input } => {
                 let m = if m_is_batch { at.batch } else { x };
-                self.gemm(quant, m, n, k, at)?
+                if quant == GemmQuant::Fp8Static {
+                    self.fp8_static_gemm(m, n, k, low_precision_input, at)?
+                } else {
+                    self.gemm(quant, m, n, k, at)?
+                }
             }
             OpSpec::ContextAttention { n, n_kv, head_dim, window, kv, fmha, qk_norm } => {
                 let q =
@@ -259,12 +298,6 @@ impl<'a> Tables<'a> {
 
     fn gemm(&mut self, quant: GemmQuant, m: i64, n: i64, k: i64, at: At) -> Result<OpValue, StepError> {
         let lookup = Lookup::Gemm { m, n, k, quant };
-        if quant == GemmQuant::Fp8Static {
-            return Err(StepError::input(format!(
-                "op '{}': fp8_static GEMMs subtract the compute_scale / scale_matrix tables, which are not supported",
-                (at.name)()
-            )));
-        }
         let table = self.gemm_table(quant).map_err(|e| load_failure(e, at.name, lookup))?;
         let latency = table.latency(m, n, k).map_err(|miss| StepError::Miss {
             op: (at.name)(),
@@ -277,6 +310,37 @@ impl<'a> Tables<'a> {
             path: table.interp_path(m, n, k).map(Path::Named),
             source: "silicon",
         })
+    }
+
+    /// A static-FP8 GEMM (families_mla_gptoss_fp8static.md 6): the dynamic
+    /// fp8 measurement minus the activation-scale computation, minus the
+    /// scale matrix for a low-precision input, never below the GEMM's own
+    /// fp8_static roofline: `max(floor, (G - CS) - SM)`.
+    fn fp8_static_gemm(
+        &mut self,
+        m: i64,
+        n: i64,
+        k: i64,
+        low_precision_input: bool,
+        at: At,
+    ) -> Result<OpValue, StepError> {
+        let quant = GemmQuant::Fp8Static;
+        let mut v = self.gemm(quant, m, n, k, at)?;
+        let lookup = Lookup::ComputeScale { m, k };
+        let table = self.compute_scale_table().map_err(|e| load_failure(e, at.name, lookup))?;
+        let (cs, _) = table.query(m, k, quant).map_err(|e| kernel_miss(e, at.name, lookup))?;
+        let mut latency = v.per_app - cs;
+        if low_precision_input {
+            let lookup = Lookup::ScaleMatrix { m, k };
+            let table = self.scale_matrix_table().map_err(|e| load_failure(e, at.name, lookup))?;
+            let (sm, _) = table.query(m, k, quant).map_err(|e| kernel_miss(e, at.name, lookup))?;
+            latency -= sm;
+        }
+        let floor = self.fp8_static_sol().map_err(StepError::Data)?.latency_ms(m, n, k);
+        // Python's max(floor, latency): the floor unless latency is larger.
+        v.per_app = if latency > floor { latency } else { floor };
+        v.source = "estimated";
+        Ok(v)
     }
 
     /// The tensor-parallel all-reduce of `size` elements over `tp` GPUs

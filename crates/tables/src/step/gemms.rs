@@ -4,7 +4,7 @@
 
 use crate::model::ModelConfig;
 use crate::quant::GemmQuant;
-use crate::step::model::{Family, ModelDesc};
+use crate::step::model::ModelDesc;
 use crate::step::ops::{OpSpec, op_list};
 use crate::step::quants;
 use crate::step::types::{Phase, StepError};
@@ -30,9 +30,6 @@ pub struct ModelGemm {
 /// shapes (attention, router, logits) do not depend on the expert split.
 pub fn model_gemms(cfg: &ModelConfig, tp: u32) -> Result<Vec<ModelGemm>, StepError> {
     let desc = ModelDesc::from_config(cfg)?;
-    if desc.family == Family::HybridMoe {
-        return Err(StepError::input(format!("unsupported architecture {}", desc.architecture)));
-    }
     let inferred = quants::infer(cfg)?;
     let moe_ep = desc.is_moe().then_some(tp);
     let par = desc.parallel(tp, None, moe_ep, "")?;

@@ -8,6 +8,7 @@
 
 mod eval;
 mod gemms;
+mod hybrid;
 mod model;
 mod ops;
 mod quants;
@@ -17,7 +18,7 @@ use crate::discovery::DataTree;
 use crate::kernels::MoeShape;
 use crate::limits::{self, MAX_BATCH, MAX_ISL, MAX_OSL, MAX_PARALLEL, MAX_TOKENS};
 use crate::step::eval::{At, Tables};
-use crate::step::model::{Family, ModelDesc, Parallel, model_config};
+use crate::step::model::{ModelDesc, model_config};
 use crate::step::ops::{Op, op_list};
 
 pub use gemms::{ModelGemm, model_gemms};
@@ -165,54 +166,13 @@ impl<'a> StepModel<'a> {
             Phase::Generation => None,
         };
         let quants = quants::resolve(self.inferred, phase, self.tables.backend(), context_table.as_deref());
-        if self.desc.family == Family::HybridMoe {
-            return Err(hybrid_moe(&self.desc, &par, &quants, phase, shape, &mut self.tables));
-        }
+        self.desc.check_moe_blocks(&par, quants.moe)?;
         let ops = op_list(&self.desc, &par, &quants, phase);
         if ops.len() > MAX_OPS {
             return Err(StepError::input(format!("op list of {} ops exceeds {MAX_OPS}", ops.len())));
         }
         self.prepared.push(Prepared::new(key, quants, ops));
         Ok(self.prepared.len() - 1)
-    }
-}
-
-/// Llama-4 (docs/spec 10.4): its builder is not reproduced. The spec's databases
-/// raise at its first MoE lookup; do the same when that lookup misses,
-/// otherwise refuse the architecture rather than estimate it wrongly.
-fn hybrid_moe(
-    desc: &ModelDesc,
-    par: &Parallel,
-    quants: &Quants,
-    phase: Phase,
-    shape: &StepShape,
-    tables: &mut Tables,
-) -> StepError {
-    let prefix = phase.prefix();
-    let name = || format!("{prefix}_moe");
-    let tokens = match phase {
-        Phase::Context => i64::from(shape.batch) * i64::from(shape.isl),
-        Phase::Generation => i64::from(shape.batch),
-    };
-    let at = At { name: &name, x: tokens, batch: i64::from(shape.batch), s: i64::from(shape.isl) };
-    let shape = MoeShape {
-        hidden: desc.hidden,
-        inter: desc.moe_inter,
-        topk: desc.topk,
-        experts: desc.experts,
-        moe_tp: par.moe_tp,
-        moe_ep: par.moe_ep,
-        quant: quants.moe,
-        distribution: desc.distribution,
-        gated: true,
-    };
-    let probe = tables.moe(tokens, shape, at);
-    match probe {
-        Err(e) => e,
-        Ok(_) => StepError::input(format!(
-            "unsupported architecture {} (the HYBRIDMOE op list is not implemented)",
-            desc.architecture
-        )),
     }
 }
 
@@ -246,7 +206,8 @@ fn quant_label(op: &Op) -> String {
         OpSpec::GenerationAttention { kv, .. } => format!("kv={kv}"),
         OpSpec::AllReduce { .. } => Quants::COMM.into(),
         OpSpec::P2P => String::new(),
-        OpSpec::Moe(MoeShape { quant, .. }) | OpSpec::MoeDispatch { quant, .. } => quant.name().into(),
+        OpSpec::Moe(MoeShape { quant, .. }) | OpSpec::MoeDispatch { quant: Some(quant), .. } => quant.name().into(),
+        OpSpec::MoeDispatch { quant: None, .. } => "None".into(),
     }
 }
 
@@ -434,7 +395,7 @@ mod tests {
         q.moe_ep = Some(4);
         match step_latency(tree, &q) {
             Err(StepError::Miss { op, lookup: Some(lookup), .. }) => {
-                assert_eq!(op, "context_moe");
+                assert_eq!(op, "context_global_moe");
                 assert_eq!(lookup.method(), "query_moe");
                 let args = lookup.args_json();
                 assert!(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::discovery::DataTree;
 use crate::error::TablesError;
 use crate::model::{ModelConfig, read_model_config};
+use crate::step::hybrid::Hybrid;
 use crate::step::types::StepError;
 
 /// Op-list builders of the spec.
@@ -54,6 +55,12 @@ pub(crate) struct ModelDesc {
     /// GPT-OSS: half the layers are priced with a 128-token sliding window
     /// (families_mla_gptoss_fp8static.md 4).
     pub gpt_oss: bool,
+    /// HYBRIDMOE's layer patterns and SWA dimensions.
+    pub hybrid: Option<Hybrid>,
+    /// MOE / HYBRIDMOE: the fp8 block size of a block-quantised checkpoint
+    /// (`weight_block_size[0]`, 128 when absent), which the per-GPU expert
+    /// width must be a multiple of.
+    pub moe_block: Option<i64>,
 }
 
 /// Per-GPU split of one step.
@@ -119,8 +126,19 @@ impl ModelDesc {
             use_qk_norm: cfg.use_qk_norm,
             distribution: if family == Family::HybridMoe { "power_law_1.01" } else { "power_law_1.2" },
             gpt_oss: architecture == "GptOssForCausalLM",
+            hybrid: None,
+            moe_block: None,
             architecture,
         };
+        let mut desc = desc;
+        if family == Family::HybridMoe {
+            desc.hybrid = Some(Hybrid::from_config(cfg, desc.layers)?);
+        }
+        if matches!(family, Family::Moe | Family::HybridMoe) {
+            let block =
+                cfg.quantization_config.get("weight_block_size").and_then(|b| b.get(0)).and_then(|b| b.as_i64());
+            desc.moe_block = Some(block.unwrap_or(128));
+        }
         if desc.family != Family::Llama && (desc.topk < 1 || desc.experts < 1) {
             return Err(StepError::input(format!(
                 "{}: a MoE model needs num_experts_per_tok and a number of experts",
@@ -128,6 +146,20 @@ impl ModelDesc {
             )));
         }
         Ok(desc)
+    }
+
+    /// MOE and HYBRIDMOE refuse an fp8_block MoE whose per-GPU expert width is not
+    /// a multiple of the checkpoint's block (the spec's message, its
+    /// trailing space included).
+    pub fn check_moe_blocks(&self, par: &Parallel, moe: crate::modes::MoeQuant) -> Result<(), StepError> {
+        let Some(block) = self.moe_block.filter(|b| *b > 0) else { return Ok(()) };
+        if moe == crate::modes::MoeQuant::Fp8Block && (self.moe_inter / par.moe_tp) % block != 0 {
+            return Err(StepError::input(format!(
+                "Invalid quantized MoE configuration: (moe_intermediate_size={} / moe_tp_size={}) % weight_block_size={block} != 0. ",
+                self.moe_inter, par.moe_tp
+            )));
+        }
+        Ok(())
     }
 
     pub fn is_moe(&self) -> bool {
@@ -182,6 +214,12 @@ impl ModelDesc {
                 return Err(StepError::input(format!(
                     "moe_tp {etp} * moe_ep {eep} = {} must equal tp {tp} (attention_dp = 1)",
                     etp * eep
+                )));
+            }
+            if self.experts < eep {
+                return Err(StepError::input(format!(
+                    "moe_ep {eep} is larger than the {} experts of {}",
+                    self.experts, self.architecture
                 )));
             }
             if backend == "vllm" && etp > 1 && eep > 1 {

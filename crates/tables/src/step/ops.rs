@@ -21,11 +21,14 @@ pub(crate) enum OpSpec {
         dim_out: i64,
     },
     /// `gemm(m, n, k)`; `m = x`, except `m = B` for the context logits GEMM.
+    /// `low_precision_input`: the GEMM consumes an already quantised
+    /// activation (proj, ffn2), which only changes an fp8_static GEMM.
     Gemm {
         n: i64,
         k: i64,
         quant: GemmQuant,
         m_is_batch: bool,
+        low_precision_input: bool,
     },
     ContextAttention {
         n: i64,
@@ -56,7 +59,8 @@ pub(crate) enum OpSpec {
         hidden: i64,
         moe_tp: i64,
         moe_ep: i64,
-        quant: MoeQuant,
+        /// The MoE quant MOE passes; HYBRIDMOE builds its dispatch without one.
+        quant: Option<MoeQuant>,
     },
 }
 
@@ -75,13 +79,19 @@ pub(crate) struct Op {
 /// (the config's `sliding_window` is not read).
 const GPT_OSS_WINDOW: i64 = 128;
 
-/// The op list of `phase` (HYBRIDMOE has none: see `step::hybrid`).
+/// The op list of `phase` (HYBRIDMOE's is built by `step::hybrid`).
 pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase) -> Vec<Op> {
+    if let Some(hybrid) = &model.hybrid {
+        return crate::step::hybrid::op_list(model, hybrid, par, quants, phase);
+    }
     let (l, h) = (model.layers as f64, model.hidden);
     let (tp, n, n_kv, d) = (par.tp, par.n, par.n_kv, model.head_dim);
     let attn_width = model.heads * d / tp;
     let op = |base, kind, count, spec| Op { base, kind, count, spec };
-    let gemm = |n: i64, k: i64, quant: GemmQuant| OpSpec::Gemm { n, k, quant, m_is_batch: false };
+    let gemm =
+        |n: i64, k: i64, quant: GemmQuant| OpSpec::Gemm { n, k, quant, m_is_batch: false, low_precision_input: false };
+    let gemm_lp =
+        |n: i64, k: i64, quant: GemmQuant| OpSpec::Gemm { n, k, quant, m_is_batch: false, low_precision_input: true };
     // GPT-OSS prices half its layers with a 128-token window, the windowed
     // op first in the list (families_mla_gptoss_fp8static.md 4); both share
     // the op name, so the step sums them as one entry.
@@ -112,7 +122,13 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
         "logits_gemm",
         OpKind::Gemm,
         1.0,
-        OpSpec::Gemm { n: model.vocab / tp, k: h, quant: GemmQuant::Bfloat16, m_is_batch: phase == Phase::Context },
+        OpSpec::Gemm {
+            n: model.vocab / tp,
+            k: h,
+            quant: GemmQuant::Bfloat16,
+            m_is_batch: phase == Phase::Context,
+            low_precision_input: false,
+        },
     );
     let mut ops = Vec::with_capacity(16);
     if model.gpt_oss {
@@ -123,7 +139,7 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
         op("add_norm_1", OpKind::ElementWise, l, OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h }),
         op("qkv_gemm", OpKind::Gemm, l, gemm(attn_width + d * n_kv * 2, h, quants.gemm)),
         attention(0),
-        op("proj_gemm", OpKind::Gemm, l, gemm(h, attn_width, quants.gemm)),
+        op("proj_gemm", OpKind::Gemm, l, gemm_lp(h, attn_width, quants.gemm)),
         op("add_norm_2", OpKind::ElementWise, l, OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h }),
     ]);
     let embedding_ar = op("embedding_ar", OpKind::CustomAllReduce, 1.0, OpSpec::AllReduce { tp, hidden: h });
@@ -139,7 +155,7 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
                     l,
                     OpSpec::ElementWise { dim_in: 2 * inter / tp, dim_out: inter / tp },
                 ),
-                op("ffn2_gemm", OpKind::Gemm, l, gemm(h, inter / tp, quants.gemm)),
+                op("ffn2_gemm", OpKind::Gemm, l, gemm_lp(h, inter / tp, quants.gemm)),
                 logits,
                 embedding_ar,
                 op("ar_1", OpKind::CustomAllReduce, l, OpSpec::AllReduce { tp, hidden: h }),
@@ -149,7 +165,7 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
         }
         Family::Moe | Family::HybridMoe => {
             let (moe_tp, moe_ep, quant) = (par.moe_tp, par.moe_ep, quants.moe);
-            let dispatch = OpSpec::MoeDispatch { hidden: h, moe_tp, moe_ep, quant };
+            let dispatch = OpSpec::MoeDispatch { hidden: h, moe_tp, moe_ep, quant: Some(quant) };
             ops.extend([
                 op("router_gemm", OpKind::Gemm, l, gemm(model.experts, h, GemmQuant::Bfloat16)),
                 op("moe_pre_dispatch", OpKind::MoEDispatch, l, dispatch),
@@ -201,6 +217,8 @@ mod tests {
             use_qk_norm: true,
             distribution: "power_law_1.2",
             gpt_oss: false,
+            hybrid: None,
+            moe_block: None,
         }
     }
 

@@ -139,6 +139,16 @@ pub enum Lookup {
         num_tokens: i64,
         shape: MoeShape,
     },
+    /// `query_compute_scale(m, k, "fp8_static")`.
+    ComputeScale {
+        m: i64,
+        k: i64,
+    },
+    /// `query_scale_matrix(m, k, "fp8_static")`.
+    ScaleMatrix {
+        m: i64,
+        k: i64,
+    },
 }
 
 impl Lookup {
@@ -151,6 +161,8 @@ impl Lookup {
             Lookup::CustomAllReduce { .. } => "custom_allreduce_perf",
             Lookup::Nccl { .. } => "nccl_perf",
             Lookup::Moe { .. } => "moe_perf",
+            Lookup::ComputeScale { .. } => "computescale_perf",
+            Lookup::ScaleMatrix { .. } => "scale_matrix_perf",
         }
     }
 
@@ -163,6 +175,8 @@ impl Lookup {
             Lookup::CustomAllReduce { .. } => "query_custom_allreduce",
             Lookup::Nccl { .. } => "query_nccl",
             Lookup::Moe { .. } => "query_moe",
+            Lookup::ComputeScale { .. } => "query_compute_scale",
+            Lookup::ScaleMatrix { .. } => "query_scale_matrix",
         }
     }
 
@@ -179,6 +193,9 @@ impl Lookup {
             ),
             Lookup::CustomAllReduce { tp, size } => format!(r#"{{"args": ["half", {tp}, {size}], "kwargs": {{}}}}"#),
             Lookup::Nccl { g, op, size } => format!(r#"{{"args": ["half", {g}, "{op}", {size}], "kwargs": {{}}}}"#),
+            Lookup::ComputeScale { m, k } | Lookup::ScaleMatrix { m, k } => {
+                format!(r#"{{"args": [{m}, {k}, "fp8_static"], "kwargs": {{}}}}"#)
+            }
             Lookup::Moe {
                 num_tokens,
                 shape: MoeShape { hidden, inter, topk, experts, moe_tp, moe_ep, quant, distribution, gated },
