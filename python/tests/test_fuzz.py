@@ -641,19 +641,7 @@ def test_step_probes_agree_between_the_paths(world):
     """The (model, backend) pairs each path's step accepts are the same."""
     py = {k[1]: sorted(v) for k, v in world.step_ok.items() if k[0] == "py_step_latency"}
     rust = {k[1]: sorted(v) for k, v in world.step_ok.items() if k[0] == "step_latency"}
-    # The Rust path does not build these families yet; it refuses them by name.
-    rust_pending = {m for m, (f, _, _) in world.models.items() if f in RUST_PENDING_FAMILIES}
-    for backend in set(py) | set(rust):
-        for m in rust_pending & set(py.get(backend, [])):
-            message = world.refused.get(("step_latency", m, backend), "")
-            assert world.models[m][0] in message, (m, backend, message)
-    py = {b: sorted(set(v) - rust_pending) for b, v in py.items()}
     assert py == rust, {b: (sorted(set(py.get(b, [])) ^ set(rust.get(b, [])))) for b in set(py) | set(rust)}
-
-
-# Families the Python path prices and the Rust path refuses by name, until
-# they land there (MLA: DeepSeek, Kimi).
-RUST_PENDING_FAMILIES = {"DEEPSEEK", "KIMIK25"}
 
 
 # ---- limits --------------------------------------------------------------------------------------------

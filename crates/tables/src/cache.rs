@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::error::Result;
 use crate::gemm::GemmTable;
 use crate::kernels::{
-    AllReduceTable, ComputeScaleTable, ContextAttentionTable, GenerationAttentionTable, MoeTable, NcclTable,
+    AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextMlaModuleTable, ContextMlaTable,
+    GenerationAttentionTable, GenerationMlaModuleTable, GenerationMlaTable, MlaBmmTable, MoeTable, NcclTable,
     ScaleMatrixTable,
 };
 use crate::model::ModelConfig;
@@ -82,6 +83,13 @@ pub struct TableCache {
     pub(crate) moe: Slots<(DbKey, bool), MoeTable>,
     pub(crate) compute_scale: Slots<(DbKey, bool), ComputeScaleTable>,
     pub(crate) scale_matrix: Slots<(DbKey, bool), ScaleMatrixTable>,
+    pub(crate) context_mla: Slots<(DbKey, bool), ContextMlaTable>,
+    pub(crate) generation_mla: Slots<(DbKey, bool), GenerationMlaTable>,
+    pub(crate) mla_bmm: Slots<(DbKey, bool), MlaBmmTable>,
+    pub(crate) mla_context_module: Slots<(DbKey, bool), ContextMlaModuleTable>,
+    pub(crate) mla_generation_module: Slots<(DbKey, bool), GenerationMlaModuleTable>,
+    /// `op_kernel_source_manifest.yaml`, parsed once.
+    pub(crate) manifests: Slots<PathBuf, serde_yaml_ng::Value>,
     pub(crate) systems: Slots<String, (SystemSpec, PathBuf)>,
     pub(crate) op_sol: Slots<String, OpSol>,
     pub(crate) model_configs: Slots<String, ModelConfig>,

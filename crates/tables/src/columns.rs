@@ -11,14 +11,18 @@
 
 use std::path::Path;
 
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, StringArray};
-use arrow::compute::cast;
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, StringArray};
+use arrow::compute::{cast, filter_record_batch};
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 
 use crate::discovery::DataTree;
 use crate::error::{Result, TablesError};
+use crate::sources::TableSource;
 
 const BATCH_ROWS: usize = 64 * 1024;
+
+/// The column a cross-backend source is filtered on.
+const KERNEL_SOURCE: &str = "kernel_source";
 
 /// The type a column is read as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,8 +90,16 @@ pub(crate) struct Rows<'a> {
     path: &'a Path,
     cols: &'a [Col],
     arrays: Vec<Arr>,
+    /// File row of the batch's first row.
     base: usize,
+    /// Filtered batches: the batch row of each kept row (errors name file rows).
+    kept: Option<&'a [usize]>,
     len: usize,
+}
+
+/// File row of a batch's row `i`.
+fn file_row(base: usize, kept: Option<&[usize]>, i: usize) -> usize {
+    base + kept.and_then(|k| k.get(i).copied()).unwrap_or(i)
 }
 
 /// One column of a batch, found by name: read it per row with
@@ -96,12 +108,14 @@ pub(crate) struct Cells<'a, A> {
     path: &'a Path,
     col: Col,
     base: usize,
+    kept: Option<&'a [usize]>,
     array: Option<&'a A>,
 }
 
 impl<A> Cells<'_, A> {
     fn null(&self, i: usize) -> TablesError {
-        TablesError::corrupt(self.path, Some(self.col.name), Some(self.base + i), "null in a required column")
+        let row = file_row(self.base, self.kept, i);
+        TablesError::corrupt(self.path, Some(self.col.name), Some(row), "null in a required column")
     }
 }
 
@@ -149,7 +163,7 @@ impl Rows<'_> {
     }
 
     fn cells<'s, A>(&'s self, col: Col, array: Option<&'s A>) -> Cells<'s, A> {
-        Cells { path: self.path, col, base: self.base, array }
+        Cells { path: self.path, col, base: self.base, kept: self.kept, array }
     }
 
     pub fn text(&self, col: Col) -> Result<Cells<'_, StringArray>> {
@@ -175,12 +189,29 @@ impl Rows<'_> {
 
     /// A row-level error about this file.
     pub fn error(&self, i: usize, column: &str, message: impl std::fmt::Display) -> TablesError {
-        TablesError::corrupt(self.path, Some(column), Some(self.base + i), message)
+        TablesError::corrupt(self.path, Some(column), Some(file_row(self.base, self.kept, i)), message)
     }
 }
 
-/// Calls `f` on each batch of the file's rows, in file order.
-pub(crate) fn scan(tree: &DataTree, path: &Path, cols: &[Col], mut f: impl FnMut(&Rows) -> Result<()>) -> Result<()> {
+/// Calls `f` on each batch of a table source's rows, in file order. A
+/// cross-backend source keeps only the rows whose `kernel_source` its
+/// filter lists (a file without that column gives none).
+pub(crate) fn scan(
+    tree: &DataTree,
+    source: &TableSource,
+    cols: &[Col],
+    f: impl FnMut(&Rows) -> Result<()>,
+) -> Result<()> {
+    scan_file(tree, &source.path, source.kernel_sources.as_deref(), cols, f)
+}
+
+fn scan_file(
+    tree: &DataTree,
+    path: &Path,
+    kernel_filter: Option<&[String]>,
+    cols: &[Col],
+    mut f: impl FnMut(&Rows) -> Result<()>,
+) -> Result<()> {
     let schema = tree.parquet_schema(path)?;
     let mut present: Vec<Option<usize>> = Vec::with_capacity(cols.len());
     for col in cols {
@@ -191,11 +222,38 @@ pub(crate) fn scan(tree: &DataTree, path: &Path, cols: &[Col], mut f: impl FnMut
         }
     }
     let mut projection: Vec<usize> = present.iter().flatten().copied().collect();
+    if kernel_filter.is_some() {
+        match schema.index_of(KERNEL_SOURCE) {
+            Ok(i) => projection.push(i),
+            Err(_) => return Ok(()),
+        }
+    }
     projection.sort_unstable();
     projection.dedup();
     let mut base = 0usize;
+    let mut kept: Vec<usize> = Vec::new();
     for batch in tree.parquet_reader(path, Some(&projection), BATCH_ROWS)? {
         let batch = batch.map_err(|e| TablesError::parquet(path, e))?;
+        let rows_in_batch = batch.num_rows();
+        let batch = match kernel_filter {
+            None => batch,
+            Some(filter) => {
+                let column = batch.column_by_name(KERNEL_SOURCE).ok_or_else(|| {
+                    TablesError::corrupt(path, Some(KERNEL_SOURCE), None, "the table has no such column")
+                })?;
+                let names = convert(column, &Col::text(KERNEL_SOURCE), path)?;
+                let Arr::Text(names) = names else {
+                    return Err(TablesError::Internal("kernel_source did not read as text".into()));
+                };
+                let mask: BooleanArray = (0..names.len())
+                    .map(|i| Some(names.is_valid(i) && filter.iter().any(|k| k == names.value(i))))
+                    .collect();
+                kept.clear();
+                kept.extend((0..mask.len()).filter(|&i| mask.value(i)));
+                filter_record_batch(&batch, &mask)
+                    .map_err(|e| TablesError::corrupt(path, Some(KERNEL_SOURCE), None, e))?
+            }
+        };
         let mut arrays = Vec::with_capacity(cols.len());
         for (col, index) in cols.iter().zip(&present) {
             if index.is_none() {
@@ -206,12 +264,14 @@ pub(crate) fn scan(tree: &DataTree, path: &Path, cols: &[Col], mut f: impl FnMut
                 .column_by_name(col.name)
                 .ok_or_else(|| TablesError::corrupt(path, Some(col.name), None, "the table has no such column"))?;
             let array = convert(column, col, path)?;
-            check_measured(&array, col, path, base)?;
+            let kept_rows = kernel_filter.map(|_| kept.as_slice());
+            check_measured(&array, col, path, base, kept_rows)?;
             arrays.push(array);
         }
-        let rows = Rows { path, cols, arrays, base, len: batch.num_rows() };
+        let rows =
+            Rows { path, cols, arrays, base, kept: kernel_filter.map(|_| kept.as_slice()), len: batch.num_rows() };
         f(&rows)?;
-        base += batch.num_rows();
+        base += rows_in_batch;
     }
     Ok(())
 }
@@ -219,7 +279,7 @@ pub(crate) fn scan(tree: &DataTree, path: &Path, cols: &[Col], mut f: impl FnMut
 /// A measured value must be one a measurement gives: a NaN or infinity (or
 /// an unraised zero or negative latency) would turn every estimate that
 /// touches it into garbage instead of an error.
-fn check_measured(array: &Arr, col: &Col, path: &Path, base: usize) -> Result<()> {
+fn check_measured(array: &Arr, col: &Col, path: &Path, base: usize, kept: Option<&[usize]>) -> Result<()> {
     let valid = match col.measured {
         Measured::No => return Ok(()),
         Measured::Finite => |v: f64| v.is_finite(),
@@ -232,7 +292,7 @@ fn check_measured(array: &Arr, col: &Col, path: &Path, base: usize) -> Result<()
         return Err(TablesError::corrupt(
             path,
             Some(col.name),
-            Some(base + i),
+            Some(file_row(base, kept, i)),
             format!("{} is not {what}", values.value(i)),
         ));
     }

@@ -133,6 +133,17 @@ impl<const N: usize> Grid<N> {
     /// Inserts a point; a key already present keeps its first value (the
     /// spec's first-wins). Returns whether the key was new.
     pub fn insert(&mut self, coords: [i64; N], value: f64) -> bool {
+        self.put(coords, value, false)
+    }
+
+    /// Inserts a point; a key already present takes the new value but keeps
+    /// its position (a Python dict assigned in place: the MLA module
+    /// tables' last-wins). Returns whether the key was new.
+    pub fn upsert(&mut self, coords: [i64; N], value: f64) -> bool {
+        self.put(coords, value, true)
+    }
+
+    fn put(&mut self, coords: [i64; N], value: f64, overwrite: bool) -> bool {
         let mut node = 0usize;
         for (depth, &c) in coords.iter().enumerate() {
             let last = depth + 1 == N;
@@ -141,6 +152,9 @@ impl<const N: usize> Grid<N> {
                 Ok(i) => {
                     let child = n.children[n.sorted[i] as usize] as usize;
                     if last {
+                        if overwrite {
+                            self.values[child] = value;
+                        }
                         return false;
                     }
                     node = child;
@@ -417,6 +431,18 @@ mod tests {
         assert!(!g.insert([4], 2.0));
         assert_eq!(g.get(&[4]), Some(1.0));
         assert_eq!(g.len(), 1);
+    }
+
+    /// Last-wins keeps the key where it first appeared.
+    #[test]
+    fn upsert_overwrites_in_place() {
+        let mut g: Grid<1> = Grid::new();
+        assert!(g.upsert([8], 1.0));
+        assert!(g.upsert([2], 3.0));
+        assert!(!g.upsert([8], 2.0));
+        assert_eq!(g.get(&[8]), Some(2.0));
+        assert_eq!(g.outer_keys(), [8, 2]);
+        assert_eq!(g.len(), 2);
     }
 
     #[test]

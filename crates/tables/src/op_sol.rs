@@ -164,6 +164,72 @@ impl OpSol {
         py_max(sol_math, sol_mem)
     }
 
+    /// Context MLA, granular and module tables (families_mla_gptoss_fp8static.md
+    /// 7.3): 192-wide q/k plus 128-wide v heads, causal. The `/ 2` makes the
+    /// op count a float before the width and the causal area multiply it.
+    pub fn context_mla(&self, b: i64, s: i64, prefix: i64, n: i64, kv_memory: i64, fmha_compute: i64) -> f64 {
+        let (b, s, prefix, n) = (i128::from(b), i128::from(s), i128::from(prefix), i128::from(n));
+        let full = s + prefix;
+        let ops = crate::pymath::int_true_div(b * n * 2, 2).unwrap_or(f64::NAN)
+            * 320.0
+            * (full * full - prefix * prefix) as f64;
+        let mem = b * n * (i128::from(kv_memory) * full * 320 + 2 * s * 320);
+        let sol_math = div(Num::Float(ops), self.bf16_flops) * 1000.0 / fmha_compute as f64;
+        let sol_mem = div(Num::Int(mem), self.mem_bw) * 1000.0;
+        py_max(sol_math, sol_mem)
+    }
+
+    /// (math, memory) ms of the decode MLA kernel (7.3): 1088-wide heads
+    /// over `s` positions, a 576-wide compressed cache; an fp8 cache
+    /// computes at the fp8 FMHA rate.
+    fn generation_mla_terms(&self, b: i64, s: i64, n: i64, kv_memory: i64, kv_is_fp8: bool) -> (f64, f64) {
+        let (b, s, n) = (i128::from(b), i128::from(s), i128::from(n));
+        let compute = if kv_is_fp8 { 2.0 } else { 1.0 };
+        let ops = 2 * b * n * 1088 * s;
+        let mem = b * (n * 1088 * 2 + (s - 1) * 576 * i128::from(kv_memory));
+        (div(Num::Int(ops), self.bf16_flops) * 1000.0 / compute, div(Num::Int(mem), self.mem_bw) * 1000.0)
+    }
+
+    /// The granular decode MLA kernel (7.3).
+    pub fn generation_mla(&self, b: i64, s: i64, n: i64, kv_memory: i64, kv_is_fp8: bool) -> f64 {
+        let (math, mem) = self.generation_mla_terms(b, s, n, kv_memory, kv_is_fp8);
+        py_max(math, mem)
+    }
+
+    /// The decode MLA module (7.3): the kernel's terms plus the two BMMs
+    /// around it, added per component before the max.
+    #[allow(clippy::too_many_arguments)]
+    pub fn generation_mla_module(
+        &self,
+        b: i64,
+        s: i64,
+        n: i64,
+        kv_memory: i64,
+        kv_is_fp8: bool,
+        gemm_memory: Num,
+        gemm_compute: i64,
+    ) -> f64 {
+        let (mut math, mut mem) = self.generation_mla_terms(b, s, n, kv_memory, kv_is_fp8);
+        let (bi, ni) = (i128::from(b), i128::from(n));
+        let bmm_ops = 2 * 2 * bi * ni * 128 * 512;
+        let bmm_mem = py_mul(Num::Int(2 * ni * (bi * 640 + 128 * 512)), gemm_memory);
+        let flops = py_mul(self.bf16_flops, Num::Int(i128::from(gemm_compute)));
+        math += flops.map(|f| div(Num::Int(bmm_ops), f)).unwrap_or(f64::NAN) * 1000.0;
+        mem += bmm_mem.map(|m| div(m, self.mem_bw)).unwrap_or(f64::NAN) * 1000.0;
+        py_max(math, mem)
+    }
+
+    /// One MLA BMM of `tokens` tokens over `n` heads (7.3): 128 x 512 per head.
+    pub fn mla_bmm(&self, tokens: i64, n: i64, memory: Num, compute: i64) -> f64 {
+        let (t, n) = (i128::from(tokens), i128::from(n));
+        let ops = 2 * t * n * 128 * 512;
+        let flops = py_mul(self.bf16_flops, Num::Int(i128::from(compute)));
+        let math = flops.map(|f| div(Num::Int(ops), f)).unwrap_or(f64::NAN) * 1000.0;
+        let mem = py_mul(Num::Int(n * (t * 640 + 128 * 512)), memory).map(|m| div(m, self.mem_bw)).unwrap_or(f64::NAN)
+            * 1000.0;
+        py_max(math, mem)
+    }
+
     /// Custom all-reduce of `size` elements over `tp` GPUs (5.6).
     pub fn custom_allreduce(&self, tp: i64, size: i64) -> f64 {
         if tp == 1 {

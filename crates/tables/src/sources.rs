@@ -62,6 +62,24 @@ pub const COMPUTE_SCALE_FILE: TableFile =
     TableFile { table: "computescale", file: "computescale_perf", family: "quantize", label: "Compute scale" };
 pub const SCALE_MATRIX_FILE: TableFile =
     TableFile { table: "scale_matrix", file: "scale_matrix_perf", family: "quantize", label: "Scale matrix" };
+pub const CONTEXT_MLA_FILE: TableFile =
+    TableFile { table: "context_mla", file: "context_mla_perf", family: "mla", label: "context MLA" };
+pub const GENERATION_MLA_FILE: TableFile =
+    TableFile { table: "generation_mla", file: "generation_mla_perf", family: "mla", label: "generation MLA" };
+pub const MLA_BMM_FILE: TableFile =
+    TableFile { table: "mla_bmm", file: "mla_bmm_perf", family: "mla_bmm", label: "MLA BMM" };
+pub const MLA_CONTEXT_MODULE_FILE: TableFile = TableFile {
+    table: "mla_context_module",
+    file: "mla_context_module_perf",
+    family: "mla",
+    label: "context MLA module",
+};
+pub const MLA_GENERATION_MODULE_FILE: TableFile = TableFile {
+    table: "mla_generation_module",
+    file: "mla_generation_module_perf",
+    family: "mla",
+    label: "generation MLA module",
+};
 /// NCCL lives under `comm/nccl/<nccl_version>/` (legacy `nccl/<nccl_version>/`):
 /// discovery sees backend `nccl`, version = the NCCL version.
 pub const NCCL_FILE: TableFile = TableFile { table: "nccl", file: "nccl_perf", family: "comm", label: "NCCL" };
@@ -75,16 +93,24 @@ pub enum SourceRole {
     Reuse,
     /// A strictly older version of the same backend.
     Older,
+    /// Another backend's version whose rows of a shared kernel source the
+    /// manifest lends to this backend (families_mla_gptoss_fp8static.md 7.1).
+    Cross,
 }
 
 /// One file of a table, with what it contributed to the loaded data.
 #[derive(Debug, Clone)]
 pub struct TableSource {
+    /// The backend whose version dir holds the file (another one for [`SourceRole::Cross`]).
+    pub backend: String,
     pub version: String,
     pub path: PathBuf,
     pub role: SourceRole,
     /// Keys this file added (first-wins already applied).
     pub new_keys: usize,
+    /// Cross-backend sources: the `kernel_source` values whose rows are
+    /// read (all others are skipped); `None` reads every row.
+    pub kernel_sources: Option<Vec<String>>,
 }
 
 /// The files of `table` for the database, in priority order.
@@ -116,7 +142,6 @@ pub(crate) fn plan(
     let comm_family = primary.is_some_and(|f| f.layout == Layout::Family && f.family.as_deref() == Some("comm"));
     let donors = if comm_library { Vec::new() } else { declared_donors(tree, table, system, backend, version)? };
     if shared && !comm_library && !comm_family {
-        refuse_cross_backend_rows(tree, table, backend)?;
         let mut admit = |f: &PerfFile, role: SourceRole| {
             if out.iter().all(|s| s.path != f.path) {
                 out.push(source(f, role));
@@ -145,6 +170,26 @@ pub(crate) fn plan(
                 }
             }
         }
+        for (framework, kernel_sources) in cross_filters(tree, table, backend)? {
+            let names: Vec<&str> = tree
+                .version_dirs()
+                .iter()
+                .filter(|d| d.system == system && d.backend == framework)
+                .map(|d| d.version.as_str())
+                .collect();
+            for name in newest_first(names) {
+                let Some(f) = tree.perf_files().iter().find(|f| {
+                    f.table == table.table && f.system == system && f.backend == framework && f.version == name
+                }) else {
+                    continue;
+                };
+                if out.iter().all(|s| s.path != f.path) {
+                    let mut s = source(f, SourceRole::Cross);
+                    s.kernel_sources = Some(kernel_sources.clone());
+                    out.push(s);
+                }
+            }
+        }
     }
     if out.is_empty() {
         return Err(no_table(tree, table, system, backend, version, primary, &donors, shared));
@@ -153,7 +198,14 @@ pub(crate) fn plan(
 }
 
 fn source(f: &PerfFile, role: SourceRole) -> TableSource {
-    TableSource { version: f.version.clone(), path: f.path.clone(), role, new_keys: 0 }
+    TableSource {
+        backend: f.backend.clone(),
+        version: f.version.clone(),
+        path: f.path.clone(),
+        role,
+        new_keys: 0,
+        kernel_sources: None,
+    }
 }
 
 /// The donor versions the requested version's `reuse.yaml` files name for
@@ -195,39 +247,61 @@ pub fn reuse_only_versions(tree: &DataTree, table: &TableFile, system: &str, bac
     Ok(versions)
 }
 
-/// The spec's fourth source channel takes other backends' rows whose
-/// `kernel_source` the manifest lists with several frameworks. No shipped
-/// manifest does that for the tables read here, so the channel is not
-/// implemented; refuse rather than silently differ if a manifest ever does.
-fn refuse_cross_backend_rows(tree: &DataTree, table: &TableFile, backend: &str) -> Result<()> {
+/// The spec's fourth source channel (families_mla_gptoss_fp8static.md 7.1):
+/// for every group of `op_kernel_source_manifest.yaml` on this table whose
+/// frameworks include `backend` and whose tier is `shared` or
+/// `shared_fallback`, each other listed framework lends its rows of the
+/// group's `kernel_source`. Frameworks in name order, each with its kernel
+/// sources; the groups' `systems` lists are not consulted (nor are they by
+/// the spec).
+fn cross_filters(tree: &DataTree, table: &TableFile, backend: &str) -> Result<Vec<(String, Vec<String>)>> {
     let Some(doc) = tree.system_yamls().iter().find(|d| d.stem == MANIFEST_STEM) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
-    let manifest = read_yaml(&doc.path)?;
+    let manifest = tree.cache().manifests.get(doc.path.clone(), || read_yaml(&doc.path))?;
     let op_file = format!("{}.parquet", table.file);
     let groups = manifest.get("groups").and_then(Value::as_sequence).map(Vec::as_slice).unwrap_or_default();
+    let mut filters: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for group in groups {
-        if group.get("op_file").and_then(Value::as_str) != Some(op_file.as_str()) {
+        let Some(file) = group.get("op_file").and_then(Value::as_str) else { continue };
+        let file = match file.strip_suffix(".txt") {
+            Some(stem) => format!("{stem}.parquet"),
+            None => file.to_string(),
+        };
+        if file != op_file {
             continue;
         }
-        let frameworks: Vec<&str> = group
+        let tier = group.get("tier").and_then(Value::as_str);
+        let kernel = group.get("kernel_source").and_then(Value::as_str).filter(|k| !k.is_empty());
+        let frameworks: Vec<String> = group
             .get("frameworks")
             .and_then(Value::as_sequence)
-            .map(|f| f.iter().filter_map(Value::as_str).collect())
+            .map(|f| f.iter().filter_map(Value::as_str).map(str::to_lowercase).collect())
             .unwrap_or_default();
-        if frameworks.len() > 1 && frameworks.contains(&backend) {
-            let kernel = group.get("kernel_source").and_then(Value::as_str).unwrap_or("?");
-            return Err(TablesError::document(
-                &doc.path,
-                format!(
-                    "{} rows of kernel_source '{kernel}' are shared between backends {frameworks:?}; \
-                     this cross-backend source channel is not supported",
-                    table.file
-                ),
-            ));
+        let (Some(kernel), Some("shared" | "shared_fallback")) = (kernel, tier) else { continue };
+        if !frameworks.iter().any(|f| f == backend) {
+            continue;
+        }
+        for framework in frameworks.into_iter().filter(|f| f != backend) {
+            let kernels = filters.entry(framework).or_default();
+            if !kernels.iter().any(|k| k == kernel) {
+                kernels.push(kernel.to_string());
+            }
         }
     }
-    Ok(())
+    Ok(filters.into_iter().collect())
+}
+
+/// Version names newest first (PEP 440), then the names that do not parse
+/// in reverse name order; each name once.
+fn newest_first(mut names: Vec<&str>) -> Vec<&str> {
+    names.sort_unstable();
+    names.dedup();
+    let mut parsed: Vec<(Version, &str)> = names.iter().filter_map(|n| Some((Version::parse(n)?, *n))).collect();
+    parsed.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(a.1)));
+    let mut out: Vec<&str> = parsed.into_iter().map(|(_, n)| n).collect();
+    out.extend(names.iter().rev().filter(|n| Version::parse(n).is_none()));
+    out
 }
 
 fn read_yaml(path: &Path) -> Result<Value> {

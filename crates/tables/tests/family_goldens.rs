@@ -12,10 +12,6 @@ use std::collections::BTreeMap;
 
 use common::step_goldens::{Golden, goldens, run};
 
-/// Models whose family the Rust path does not build yet: each must be
-/// refused naming its architecture, never estimated.
-const PENDING: [&str; 3] = ["deepseek-ai/DeepSeek-V3", "nvidia/DeepSeek-V3.1-NVFP4", "moonshotai/Kimi-K2.5"];
-
 #[test]
 fn every_wave_one_family_golden_row() {
     let all: Vec<Golden> = goldens("family_step_goldens.parquet").into_iter().filter(|g| g.wave == 1).collect();
@@ -37,12 +33,7 @@ fn every_wave_one_family_golden_row() {
         for f in c.failures.iter().take(12) {
             println!("  FAIL {f}");
         }
-        let refused = c.failures.iter().all(|f| f.contains("unsupported architecture") || f.contains("not supported"));
-        if PENDING.contains(&model.as_str()) {
-            if c.bit_identical > 0 || !refused {
-                failed.push(format!("{model} (pending: must be refused)"));
-            }
-        } else if c.mismatched > 0 || c.within_1e12 > 0 || c.errors_matched != errors {
+        if c.mismatched > 0 || c.within_1e12 > 0 || c.errors_matched != errors {
             failed.push(model.clone());
         }
     }

@@ -42,7 +42,7 @@ pub(crate) fn read_slice(tree: &DataTree, sources: &mut [GemmSource], slice: &st
     let mut slice_present = false;
     for source in sources.iter_mut() {
         let before = rows.len();
-        scan(tree, &source.path, &COLUMNS, |batch| {
+        scan(tree, source, &COLUMNS, |batch| {
             let dtype_cells = batch.text(GEMM_DTYPE)?;
             let (m, n, k, latency) = (batch.int(M)?, batch.int(N)?, batch.int(K)?, batch.float(Col::LATENCY_FLOORED)?);
             for i in 0..batch.len() {

@@ -51,7 +51,7 @@ impl DatabaseTable for AllReduceTable {
         let mut by_gpus: HashMap<i64, Grid<1>> = HashMap::new();
         for source in &mut sources {
             let mut added = 0usize;
-            scan(tree, &source.path, &COLUMNS, |rows| {
+            scan(tree, source, &COLUMNS, |rows| {
                 let (gpus, sizes, latencies) =
                     (rows.int(NUM_GPUS)?, rows.int(MESSAGE_SIZE)?, rows.float(Col::LATENCY)?);
                 let marks = [rows.text(EAGER_MARKS[0])?, rows.text(EAGER_MARKS[1])?, rows.text(EAGER_MARKS[2])?];

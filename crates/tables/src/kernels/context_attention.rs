@@ -78,7 +78,7 @@ impl DatabaseTable for ContextAttentionTable {
         let mut fmha_by_kv: Vec<(KvQuant, Vec<FmhaQuant>)> = Vec::new();
         for source in &mut sources {
             let mut added = 0usize;
-            scan(tree, &source.path, &COLUMNS, |rows| {
+            scan(tree, source, &COLUMNS, |rows| {
                 let (attn_dtypes, kv_dtypes) = (rows.text(ATTN_DTYPE)?, rows.text(KV_CACHE_DTYPE)?);
                 let (batches, isls) = (rows.int(BATCH_SIZE)?, rows.int(ISL)?);
                 let (heads, kv_heads, head_dims) = (rows.int(NUM_HEADS)?, rows.int(NUM_KV_HEADS)?, rows.int(HEAD_DIM)?);

@@ -98,7 +98,7 @@ impl DatabaseTable for GenerationAttentionTable {
         let mut slices: HashMap<Slice, Grid<3>> = HashMap::new();
         for source in &mut sources {
             let mut added = 0usize;
-            scan(tree, &source.path, &COLUMNS, |rows| {
+            scan(tree, source, &COLUMNS, |rows| {
                 let kv_dtypes = rows.text(KV_CACHE_DTYPE)?;
                 let (batches, isls, steps) = (rows.int(BATCH_SIZE)?, rows.int(ISL)?, rows.int(STEP)?);
                 let (heads, kv_heads, head_dims) = (rows.int(NUM_HEADS)?, rows.int(NUM_KV_HEADS)?, rows.int(HEAD_DIM)?);

@@ -1,11 +1,13 @@
 //! The kernel tables of the engine step besides GEMM (docs/spec section 4.4):
-//! context and generation attention, custom all-reduce, NCCL and MoE. Each
+//! context and generation attention, custom all-reduce, NCCL, MoE, the MLA
+//! tables and the fp8-static scale tables. Each
 //! is loaded from its sources once (first-wins, insertion order kept),
 //! indexed into [`Grid`](crate::grid::Grid) slices and shared process-wide.
 
 mod allreduce;
 mod context_attention;
 mod generation_attention;
+mod mla;
 mod moe;
 mod nccl;
 mod quantize;
@@ -25,6 +27,9 @@ use crate::system::{SystemSpec, system_spec};
 pub use allreduce::AllReduceTable;
 pub use context_attention::{ContextAttentionTable, CtxAttnQuery};
 pub use generation_attention::{GenAttnQuery, GenAttnResult, GenerationAttentionTable};
+pub use mla::{
+    ContextMlaModuleTable, ContextMlaTable, CtxMlaQuery, GenerationMlaModuleTable, GenerationMlaTable, MlaBmmTable,
+};
 pub use moe::{MoeQuery, MoeShape, MoeTable};
 pub use nccl::NcclTable;
 pub use quantize::{ComputeScaleTable, ScaleMatrixTable};

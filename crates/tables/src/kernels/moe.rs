@@ -125,7 +125,7 @@ impl DatabaseTable for MoeTable {
         let (mut default, mut low_latency) = (Kernel::default(), Kernel::default());
         for source in &mut sources {
             let mut added = 0usize;
-            scan(tree, &source.path, &COLUMNS, |rows| {
+            scan(tree, source, &COLUMNS, |rows| {
                 let (dtypes, distributions, kernels) =
                     (rows.text(MOE_DTYPE)?, rows.text(DISTRIBUTION)?, rows.text(KERNEL_SOURCE)?);
                 let (tokens, hiddens, inters) = (rows.int(NUM_TOKENS)?, rows.int(HIDDEN_SIZE)?, rows.int(INTER_SIZE)?);
@@ -183,10 +183,9 @@ impl MoeTable {
     }
 
     /// The latency of the fused experts for `q.num_tokens` tokens.
-    pub fn query(&self, query: &MoeQuery) -> Result<(f64, GridPath), KernelMiss> {
+    pub fn query<'k>(&'k self, query: &MoeQuery) -> Result<(f64, GridPath), KernelMiss> {
         let (q, num_tokens) = (&query.shape, query.num_tokens);
         let miss = |reason: String| KernelMiss::new(&self.origin.db, MOE_FILE.file, reason);
-        let kernel = if query.low_latency { &self.low_latency } else { &self.default };
         let describe = || {
             format!(
                 "quant={}, distribution={}, topk={}, num_experts={}, hidden_size={}, inter_size={}, \
@@ -195,23 +194,33 @@ impl MoeTable {
             )
         };
         let dtype = self.id(q.quant.name()).ok_or_else(|| miss(format!("no data for {}", describe())))?;
-        // The model's distribution if the quant has it, else "uniform".
-        let distribution = self
-            .id(q.distribution)
-            .filter(|&d| kernel.distributions.contains(&(dtype, d)))
-            .or_else(|| self.id(FALLBACK_DISTRIBUTION).filter(|&d| kernel.distributions.contains(&(dtype, d))))
-            .ok_or_else(|| miss(format!("no data for {}", describe())))?;
-        let slice = Slice {
-            dtype,
-            distribution,
-            topk: q.topk,
-            experts: q.experts,
-            hidden: q.hidden,
-            inter: q.inter,
-            moe_tp: q.moe_tp,
-            moe_ep: q.moe_ep,
+        // One kernel's slice: under the model's distribution if the quant
+        // has it there, else under "uniform".
+        let find = |kernel: &'k Kernel| -> Option<&'k Grid<1>> {
+            let distribution = self
+                .id(q.distribution)
+                .filter(|&d| kernel.distributions.contains(&(dtype, d)))
+                .or_else(|| self.id(FALLBACK_DISTRIBUTION).filter(|&d| kernel.distributions.contains(&(dtype, d))))?;
+            let slice = Slice {
+                dtype,
+                distribution,
+                topk: q.topk,
+                experts: q.experts,
+                hidden: q.hidden,
+                inter: q.inter,
+                moe_tp: q.moe_tp,
+                moe_ep: q.moe_ep,
+            };
+            kernel.slices.get(&slice)
         };
-        let grid = kernel.slices.get(&slice).ok_or_else(|| miss(format!("no data for {}", describe())))?;
+        // The low-latency kernel where asked for, the main table where it
+        // has no such slice (the spec falls back on a missing key).
+        let grid = query
+            .low_latency
+            .then(|| find(&self.low_latency))
+            .flatten()
+            .or_else(|| find(&self.default))
+            .ok_or_else(|| miss(format!("no data for {}", describe())))?;
         if let [only] = grid.outer_keys()
             && *only > num_tokens
         {

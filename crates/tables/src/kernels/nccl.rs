@@ -44,7 +44,7 @@ impl NcclTable {
         let mut slices: Vec<HashMap<i64, Grid<1>>> = Vec::new();
         for source in &mut sources {
             let mut added = 0usize;
-            scan(tree, &source.path, &COLUMNS, |rows| {
+            scan(tree, source, &COLUMNS, |rows| {
                 let (dtypes, ops) = (rows.text(NCCL_DTYPE)?, rows.text(OP_NAME)?);
                 let (gpus, sizes, latencies) =
                     (rows.int(NUM_GPUS)?, rows.int(MESSAGE_SIZE)?, rows.float(Col::LATENCY)?);

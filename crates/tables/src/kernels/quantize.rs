@@ -59,7 +59,7 @@ impl Scales {
         let mut slices: BTreeMap<String, Slice> = BTreeMap::new();
         for source in &mut sources {
             let mut added = 0usize;
-            scan(tree, &source.path, &COLUMNS, |rows| {
+            scan(tree, source, &COLUMNS, |rows| {
                 let (quants, ms, ks, latencies) =
                     (rows.text(QUANT_DTYPE)?, rows.int(M)?, rows.int(K)?, rows.float(Col::DELTA)?);
                 for i in 0..rows.len() {

@@ -9,8 +9,9 @@ use crate::error::{ErrorClass, TablesError};
 use crate::gemm::GemmTable;
 use crate::grid::GridPath;
 use crate::kernels::{
-    AllReduceTable, ComputeScaleTable, ContextAttentionTable, CtxAttnQuery, DatabaseTable, GenAttnQuery,
-    GenerationAttentionTable, KernelMiss, MoeQuery, MoeShape, MoeTable, NcclTable, ScaleMatrixTable,
+    AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextMlaModuleTable, ContextMlaTable, CtxAttnQuery,
+    CtxMlaQuery, DatabaseTable, GenAttnQuery, GenerationAttentionTable, GenerationMlaModuleTable, GenerationMlaTable,
+    KernelMiss, MlaBmmTable, MoeQuery, MoeShape, MoeTable, NcclTable, ScaleMatrixTable,
 };
 use crate::modes::MoeQuant;
 use crate::op_sol::OpSol;
@@ -77,6 +78,11 @@ pub(crate) struct Tables<'a> {
     moe: Option<Arc<MoeTable>>,
     compute_scale: Option<Arc<ComputeScaleTable>>,
     scale_matrix: Option<Arc<ScaleMatrixTable>>,
+    context_mla: Option<Arc<ContextMlaTable>>,
+    generation_mla: Option<Arc<GenerationMlaTable>>,
+    mla_bmm: Option<Arc<MlaBmmTable>>,
+    mla_context_module: Option<Arc<ContextMlaModuleTable>>,
+    mla_generation_module: Option<Arc<GenerationMlaModuleTable>>,
     /// The fp8_static GEMM roofline (its floor), built on first use.
     fp8_static_sol: Option<Arc<GemmSol>>,
 }
@@ -106,6 +112,11 @@ fn load_failure(e: TablesError, op: &dyn Fn() -> String, lookup: Lookup) -> Step
 
 fn kernel_miss(miss: KernelMiss, op: &dyn Fn() -> String, lookup: Lookup) -> StepError {
     StepError::Miss { op: op(), lookup: Some(Box::new(lookup)), message: miss.to_string() }
+}
+
+/// A table lookup's value.
+fn silicon((per_app, path): (f64, GridPath), lookup: Lookup) -> OpValue {
+    OpValue { per_app, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon" }
 }
 
 /// The table in `slot`, loaded by `load` the first time this step needs it
@@ -160,6 +171,11 @@ impl<'a> Tables<'a> {
             moe: None,
             compute_scale: None,
             scale_matrix: None,
+            context_mla: None,
+            generation_mla: None,
+            mla_bmm: None,
+            mla_context_module: None,
+            mla_generation_module: None,
             fp8_static_sol: None,
         })
     }
@@ -219,6 +235,39 @@ impl<'a> Tables<'a> {
         loaded_once(&mut self.scale_matrix, || ScaleMatrixTable::cached(tree, system, backend, version, shared))
     }
 
+    pub fn context_mla(&mut self) -> Result<Arc<ContextMlaTable>, TablesError> {
+        self.kernel_table(|t| &mut t.context_mla)
+    }
+
+    pub fn context_mla_module(&mut self) -> Result<Arc<ContextMlaModuleTable>, TablesError> {
+        self.kernel_table(|t| &mut t.mla_context_module)
+    }
+
+    fn generation_mla(&mut self) -> Result<Arc<GenerationMlaTable>, TablesError> {
+        self.kernel_table(|t| &mut t.generation_mla)
+    }
+
+    fn generation_mla_module(&mut self) -> Result<Arc<GenerationMlaModuleTable>, TablesError> {
+        self.kernel_table(|t| &mut t.mla_generation_module)
+    }
+
+    fn mla_bmm(&mut self) -> Result<Arc<MlaBmmTable>, TablesError> {
+        self.kernel_table(|t| &mut t.mla_bmm)
+    }
+
+    /// The database's table of kind `T` in the slot `slot` picks, loaded on first use.
+    fn kernel_table<T: DatabaseTable>(
+        &mut self,
+        slot: fn(&mut Self) -> &mut Option<Arc<T>>,
+    ) -> Result<Arc<T>, TablesError> {
+        if let Some(t) = slot(self) {
+            return Ok(Arc::clone(t));
+        }
+        let t = T::cached(self.tree, &self.system, &self.backend, &self.version, self.shared)?;
+        *slot(self) = Some(Arc::clone(&t));
+        Ok(t)
+    }
+
     fn fp8_static_sol(&mut self) -> Result<Arc<GemmSol>, TablesError> {
         let (tree, system) = (self.tree, &self.system);
         loaded_once(&mut self.fp8_static_sol, || {
@@ -227,8 +276,54 @@ impl<'a> Tables<'a> {
         })
     }
 
-    /// One application of `op` at `at`.
-    pub fn eval(&mut self, op: &Op, at: At) -> Result<OpValue, StepError> {
+    /// One application of `op` at `at`; `subs` are the inner ops of the
+    /// list's composite ops.
+    pub fn eval(&mut self, op: &Op, subs: &[Op], at: At) -> Result<OpValue, StepError> {
+        match op.spec {
+            OpSpec::Fallback { primary, fallback } => self.fallback(&subs[primary], &subs[fallback.0..fallback.1], at),
+            OpSpec::Overlap { a, b } => self.overlap(&subs[a.0..a.1], &subs[b.0..b.1], at),
+            _ => self.leaf(op, at),
+        }
+    }
+
+    /// An inner op of a composite; a miss names the composite (as the
+    /// spec's step does) and the inner op's lookup.
+    fn inner(&mut self, op: &Op, at: At) -> Result<(f64, OpValue), StepError> {
+        let v = self.leaf(op, at)?;
+        Ok((v.per_app * op.count, v))
+    }
+
+    /// `((0.0 + t1) + t2) + ...` over `ops`, with the first lookup.
+    fn sum(&mut self, ops: &[Op], at: At) -> Result<(f64, Option<Lookup>), StepError> {
+        let (mut total, mut lookup) = (0.0, None);
+        for op in ops {
+            let (t, v) = self.inner(op, at)?;
+            total += t;
+            lookup = lookup.or(v.lookup);
+        }
+        Ok((total, lookup))
+    }
+
+    /// The primary's value, or when its lookup misses (any miss: a table
+    /// the database lacks, a slice, a shape) the fallback ops' sum. The
+    /// decision is taken per evaluation; errors other than misses propagate.
+    fn fallback(&mut self, primary: &Op, fallback: &[Op], at: At) -> Result<OpValue, StepError> {
+        let (total, lookup) = match self.inner(primary, at) {
+            Ok((total, v)) => (total, v.lookup),
+            Err(StepError::Miss { .. }) => self.sum(fallback, at)?,
+            Err(e) => return Err(e),
+        };
+        Ok(OpValue { per_app: total, lookup, path: None, source: "silicon" })
+    }
+
+    /// Two streams: `max(a, b)` of their sums (Python's max: `a` on a tie).
+    fn overlap(&mut self, a: &[Op], b: &[Op], at: At) -> Result<OpValue, StepError> {
+        let (ta, la) = self.sum(a, at)?;
+        let (tb, lb) = self.sum(b, at)?;
+        Ok(OpValue { per_app: if tb > ta { tb } else { ta }, lookup: la.or(lb), path: None, source: "mixed" })
+    }
+
+    fn leaf(&mut self, op: &Op, at: At) -> Result<OpValue, StepError> {
         let x = at.x;
         Ok(match op.spec {
             OpSpec::Embedding { hidden } => OpValue::formula(self.sol.mem_op(x * hidden * 2)),
@@ -293,6 +388,41 @@ impl<'a> Tables<'a> {
             OpSpec::AllReduce { tp, hidden } => self.all_reduce(tp, x * hidden, at)?,
             OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, .. } => self.all_reduce(moe_tp * moe_ep, x * hidden, at)?,
             OpSpec::Moe(shape) => self.moe(x, shape, at)?,
+            OpSpec::MlaModule { context: true, heads, kv, fmha, gemm } => {
+                let q = CtxMlaQuery { b: at.batch, s: at.s, prefix: 0, heads, kv, fmha };
+                let lookup = Lookup::ContextMlaModule { b: q.b, s: q.s, prefix: 0, heads, kv, fmha, gemm };
+                let table = self.context_mla_module().map_err(|e| load_failure(e, at.name, lookup))?;
+                let r = table.query(&q, gemm).map_err(|m| kernel_miss(m, at.name, lookup));
+                silicon(r?, lookup)
+            }
+            OpSpec::MlaModule { context: false, heads, kv, gemm, .. } => {
+                let lookup = Lookup::GenerationMlaModule { b: at.batch, s: at.s, heads, kv, gemm };
+                let table = self.generation_mla_module().map_err(|e| load_failure(e, at.name, lookup))?;
+                let r = table.query(at.batch, at.s, heads, kv, gemm).map_err(|m| kernel_miss(m, at.name, lookup));
+                silicon(r?, lookup)
+            }
+            OpSpec::ContextMla { heads, kv, fmha } => {
+                let q = CtxMlaQuery { b: at.batch, s: at.s, prefix: 0, heads, kv, fmha };
+                let lookup = Lookup::ContextMla { b: q.b, s: q.s, prefix: 0, heads, kv, fmha };
+                let table = self.context_mla().map_err(|e| load_failure(e, at.name, lookup))?;
+                silicon(table.query(&q).map_err(|m| kernel_miss(m, at.name, lookup))?, lookup)
+            }
+            OpSpec::GenerationMla { heads, kv } => {
+                let lookup = Lookup::GenerationMla { b: at.batch, s: at.s, heads, kv };
+                let table = self.generation_mla().map_err(|e| load_failure(e, at.name, lookup))?;
+                silicon(table.query(at.batch, at.s, heads, kv).map_err(|m| kernel_miss(m, at.name, lookup))?, lookup)
+            }
+            OpSpec::MlaBmm { heads, quant, pre } => {
+                let lookup = Lookup::MlaBmm { tokens: at.batch, heads, quant, pre };
+                let table = self.mla_bmm().map_err(|e| load_failure(e, at.name, lookup))?;
+                silicon(table.query(at.batch, heads, quant, pre).map_err(|m| kernel_miss(m, at.name, lookup))?, lookup)
+            }
+            OpSpec::Fallback { .. } | OpSpec::Overlap { .. } => {
+                return Err(StepError::Data(TablesError::Internal(format!(
+                    "composite op '{}' nested in another composite",
+                    (at.name)()
+                ))));
+            }
         })
     }
 

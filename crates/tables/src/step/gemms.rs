@@ -23,8 +23,12 @@ pub struct ModelGemm {
     pub count: f64,
 }
 
-/// The GEMM ops of `cfg` split over `tp` GPUs, in op-list order (the
-/// generation list: it holds every GEMM both phases use, logits included).
+/// The GEMM ops of `cfg` split over `tp` GPUs, in op-list order: the
+/// generation list (it holds every GEMM of LLAMA and MOE steps, logits
+/// included), then the context list's GEMMs of other shapes (DEEPSEEK /
+/// KIMIK25: the prefill-only kv-up GEMM and the wider prefill proj GEMM).
+/// The GEMMs inside a fallback (the MLA block's granular ops) are listed:
+/// a step prices them wherever the module table has no answer.
 /// Errors as the step does: unsupported architecture or quantization, heads
 /// not divisible by `tp`. A MoE model is split as moe_ep = tp: its GEMM
 /// shapes (attention, router, logits) do not depend on the expert split.
@@ -33,12 +37,17 @@ pub fn model_gemms(cfg: &ModelConfig, tp: u32) -> Result<Vec<ModelGemm>, StepErr
     let inferred = quants::infer(cfg)?;
     let moe_ep = desc.is_moe().then_some(tp);
     let par = desc.parallel(tp, None, moe_ep, "")?;
-    let quants = quants::resolve(inferred, Phase::Generation, "", None);
-    Ok(op_list(&desc, &par, &quants, Phase::Generation)
-        .into_iter()
-        .filter_map(|op| match op.spec {
-            OpSpec::Gemm { n, k, quant, .. } => Some(ModelGemm { op: op.base, n, k, quant, count: op.count }),
-            _ => None,
-        })
-        .collect())
+    let mut out: Vec<ModelGemm> = Vec::new();
+    for phase in [Phase::Generation, Phase::Context] {
+        let quants = quants::resolve(inferred, phase, "", &[]);
+        for op in op_list(&desc, &par, &quants, phase).leaves() {
+            if let OpSpec::Gemm { n, k, quant, .. } = op.spec {
+                let gemm = ModelGemm { op: op.base, n, k, quant, count: op.count };
+                if !out.iter().any(|g| (g.op, g.n, g.k, g.quant) == (gemm.op, n, k, quant)) {
+                    out.push(gemm);
+                }
+            }
+        }
+    }
+    Ok(out)
 }

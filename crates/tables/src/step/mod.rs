@@ -6,6 +6,7 @@
 //! (same numbers, no rows). A lookup that misses anywhere is an error naming
 //! the op and the lookup, never a smaller total.
 
+mod deepseek;
 mod eval;
 mod gemms;
 mod hybrid;
@@ -17,9 +18,11 @@ mod types;
 use crate::discovery::DataTree;
 use crate::kernels::MoeShape;
 use crate::limits::{self, MAX_BATCH, MAX_ISL, MAX_OSL, MAX_PARALLEL, MAX_TOKENS};
+use crate::modes::FmhaQuant;
 use crate::step::eval::{At, Tables};
+use crate::step::model::Family;
 use crate::step::model::{ModelDesc, model_config};
-use crate::step::ops::{Op, op_list};
+use crate::step::ops::{Op, OpList, op_list};
 
 pub use gemms::{ModelGemm, model_gemms};
 pub use types::{Lookup, OpKind, OpRow, Phase, Quants, RowKind, StepError, StepQuery, StepReport};
@@ -82,6 +85,8 @@ struct Prepared {
     key: (Phase, u32, Option<u32>, Option<u32>),
     quants: Quants,
     ops: Vec<Op>,
+    /// The inner ops of the composite ops.
+    subs: Vec<Op>,
     /// Each op's entry in the step's per-name sums: ops that share a name
     /// (GPT-OSS's and HYBRIDMOE's attention ops) share one, at the position
     /// of the first (docs/spec 9.1-9.3; families_hybrid_vl_databases.md 1.7).
@@ -90,7 +95,8 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(key: (Phase, u32, Option<u32>, Option<u32>), quants: Quants, ops: Vec<Op>) -> Prepared {
+    fn new(key: (Phase, u32, Option<u32>, Option<u32>), quants: Quants, list: OpList) -> Prepared {
+        let OpList { ops, subs } = list;
         let mut first: Vec<&'static str> = Vec::new();
         let slots = ops
             .iter()
@@ -102,7 +108,7 @@ impl Prepared {
                 }
             })
             .collect();
-        Prepared { key, quants, ops, slots, names: first.len() }
+        Prepared { key, quants, ops, subs, slots, names: first.len() }
     }
 }
 
@@ -159,20 +165,37 @@ impl<'a> StepModel<'a> {
             return Ok(i);
         }
         let par = self.desc.parallel(shape.tp, shape.moe_tp, shape.moe_ep, self.tables.backend())?;
-        // The data-driven FMHA guard reads the context table; without one it
-        // does not fire (the attention op reports the missing table itself).
-        let context_table = match phase {
-            Phase::Context => self.tables.context_attention().ok(),
-            Phase::Generation => None,
+        let modes = match phase {
+            Phase::Context => self.context_fmha_modes(),
+            Phase::Generation => Vec::new(),
         };
-        let quants = quants::resolve(self.inferred, phase, self.tables.backend(), context_table.as_deref());
+        let quants = quants::resolve(self.inferred, phase, self.tables.backend(), &modes);
         self.desc.check_moe_blocks(&par, quants.moe)?;
-        let ops = op_list(&self.desc, &par, &quants, phase);
-        if ops.len() > MAX_OPS {
-            return Err(StepError::input(format!("op list of {} ops exceeds {MAX_OPS}", ops.len())));
+        let list = op_list(&self.desc, &par, &quants, phase);
+        if list.ops.len() > MAX_OPS {
+            return Err(StepError::input(format!("op list of {} ops exceeds {MAX_OPS}", list.ops.len())));
         }
-        self.prepared.push(Prepared::new(key, quants, ops));
+        self.prepared.push(Prepared::new(key, quants, list));
         Ok(self.prepared.len() - 1)
+    }
+}
+
+impl StepModel<'_> {
+    /// The FMHA modes the data-driven guard sees under the checkpoint's kv
+    /// dtype (families_mla_gptoss_fp8static.md 2.4): the context-attention
+    /// table's, or for DEEPSEEK / KIMIK25 off vllm the granular context MLA
+    /// and module tables' together. A table the database lacks adds none
+    /// (the op that needs it reports the miss itself).
+    fn context_fmha_modes(&mut self) -> Vec<FmhaQuant> {
+        let kv = self.inferred.kv;
+        if self.desc.family == Family::Mla && self.tables.backend() != "vllm" {
+            let mut modes = self.tables.context_mla().map(|t| t.fmha_modes_for_kv(kv)).unwrap_or_default();
+            modes.extend(self.tables.context_mla_module().map(|t| t.fmha_modes_for_kv(kv)).unwrap_or_default());
+            modes.sort_unstable();
+            modes.dedup();
+            return modes;
+        }
+        self.tables.context_attention().map(|t| t.fmha_modes_for_kv(kv).to_vec()).unwrap_or_default()
     }
 }
 
@@ -208,6 +231,12 @@ fn quant_label(op: &Op) -> String {
         OpSpec::P2P => String::new(),
         OpSpec::Moe(MoeShape { quant, .. }) | OpSpec::MoeDispatch { quant: Some(quant), .. } => quant.name().into(),
         OpSpec::MoeDispatch { quant: None, .. } => "None".into(),
+        OpSpec::MlaModule { fmha, kv, gemm, .. } => format!("fmha={fmha},kv={kv},gemm={gemm}"),
+        OpSpec::ContextMla { fmha, kv, .. } => format!("fmha={fmha},kv={kv}"),
+        OpSpec::GenerationMla { kv, .. } => format!("kv={kv}"),
+        OpSpec::MlaBmm { quant, .. } => quant.name().into(),
+        // As the spec reports them: a composite has no quant of its own.
+        OpSpec::Fallback { .. } | OpSpec::Overlap { .. } => String::new(),
     }
 }
 
@@ -249,7 +278,7 @@ fn run<S: Sink>(
             let mut acc = [0.0f64; MAX_OPS];
             for (index, op) in prep.ops.iter().enumerate() {
                 let name = || format!("{prefix}_{}", op.base);
-                let v = tables.eval(op, At { name: &name, x, batch, s: isl })?;
+                let v = tables.eval(op, &prep.subs, At { name: &name, x, batch, s: isl })?;
                 let total = v.per_app * op.count;
                 acc[prep.slots[index]] += total;
                 if S::ROWS {
@@ -273,7 +302,7 @@ fn run<S: Sink>(
                 let mut step_total = 0.0;
                 for (index, op) in prep.ops.iter().enumerate() {
                     let name = || format!("{prefix}_{}", op.base);
-                    let v = tables.eval(op, At { name: &name, x: batch, batch, s })?;
+                    let v = tables.eval(op, &prep.subs, At { name: &name, x: batch, batch, s })?;
                     let total = v.per_app * op.count;
                     step_total += total;
                     step[prep.slots[index]] += total;
@@ -379,9 +408,24 @@ mod tests {
         q.moe_ep = Some(3);
         let err = step_latency(tree, &q).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("not divisible by moe_ep 3"), "{err}");
-        q.model = "deepseek-ai/DeepSeek-V3".into();
+        q.model = "deepseek-ai/DeepSeek-V3.2".into();
         let err = step_latency(tree, &q).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("unsupported architecture DeepseekV3ForCausalLM"), "{err}");
+        assert!(err.contains("unsupported architecture DeepseekV32ForCausalLM"), "{err}");
+    }
+
+    /// trtllm nvfp4 MoE at <= 128 tokens reads the low-latency kernel's rows,
+    /// and the main table's where the low-latency kernel has no such slice
+    /// (here moe_ep 1; families_mla_gptoss_fp8static.md 5.1). The value is
+    /// the Python path's (found by the parity fuzz when the fallback was missing).
+    #[test]
+    fn low_latency_moe_falls_back_to_the_main_table() {
+        let tree = crate::test_data::tree();
+        let mut q = worked_example(Phase::Generation);
+        (q.model, q.system, q.backend, q.version) =
+            ("nvidia/Kimi-K2.5-NVFP4".into(), "b200_sxm".into(), "trtllm".into(), "1.3.0rc10".into());
+        (q.tp, q.batch, q.isl, q.osl, q.moe_ep) = (1, 1, 60, 103, Some(1));
+        let v = step_latency(tree, &q).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v, 15.475124920870003);
     }
 
     /// Llama-4-Scout on h200 vLLM 0.19.0 fails at its first MoE lookup (docs/spec 10.4).

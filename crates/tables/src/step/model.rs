@@ -19,20 +19,14 @@ pub(crate) enum Family {
     Moe,
     /// Llama-4 and MiMo-V2-Flash (docs/spec/families_hybrid_vl_databases.md 1).
     HybridMoe,
+    /// DEEPSEEK and KIMIK25: MLA attention, MoE plus a shared expert
+    /// (docs/spec/families_mla_gptoss_fp8static.md 3).
+    Mla,
 }
 
 /// The spec's families this crate does not build yet: refused by name.
-const LATER_FAMILIES: [&str; 9] = [
-    "DEEPSEEK",
-    "KIMIK25",
-    "DEEPSEEKV32",
-    "DEEPSEEKV4",
-    "NEMOTRONH",
-    "QWEN35",
-    "GEMMA4MIX",
-    "NEMOTRONNAS",
-    "MINIMAXM3",
-];
+const LATER_FAMILIES: [&str; 7] =
+    ["DEEPSEEKV32", "DEEPSEEKV4", "NEMOTRONH", "QWEN35", "GEMMA4MIX", "NEMOTRONNAS", "MINIMAXM3"];
 
 /// The dimensions the op lists use, with the spec's fallbacks applied.
 #[derive(Debug, Clone)]
@@ -57,6 +51,9 @@ pub(crate) struct ModelDesc {
     pub gpt_oss: bool,
     /// HYBRIDMOE's layer patterns and SWA dimensions.
     pub hybrid: Option<Hybrid>,
+    /// DEEPSEEK / KIMIK25: `v_head_dim` (0 when absent), the head size of
+    /// vllm's attention fallback.
+    pub v_head_dim: i64,
     /// MOE / HYBRIDMOE: the fp8 block size of a block-quantised checkpoint
     /// (`weight_block_size[0]`, 128 when absent), which the per-GPU expert
     /// width must be a multiple of.
@@ -73,6 +70,8 @@ pub(crate) struct Parallel {
     pub n_kv: i64,
     pub moe_tp: i64,
     pub moe_ep: i64,
+    /// The backend is vllm (DEEPSEEK / KIMIK25 build other ops there).
+    pub vllm: bool,
 }
 
 /// The model config of `model` (`Org/Name`), parsed once per process.
@@ -91,6 +90,7 @@ impl ModelDesc {
             Some("LLAMA" | "QWEN3VL") => Family::Llama,
             Some("MOE" | "QWEN3VL_MOE") => Family::Moe,
             Some("HYBRIDMOE") => Family::HybridMoe,
+            Some("DEEPSEEK" | "KIMIK25") => Family::Mla,
             Some(later) if LATER_FAMILIES.contains(&later) => {
                 return Err(StepError::input(format!(
                     "unsupported architecture {architecture}: the spec's {later} family is not implemented yet"
@@ -124,15 +124,23 @@ impl ModelDesc {
             experts: cfg.num_experts.unwrap_or(0),
             moe_inter: cfg.moe_intermediate_size.or(cfg.intermediate_size).unwrap_or(0),
             use_qk_norm: cfg.use_qk_norm,
-            distribution: if family == Family::HybridMoe { "power_law_1.01" } else { "power_law_1.2" },
+            distribution: if matches!(family, Family::HybridMoe | Family::Mla) {
+                "power_law_1.01"
+            } else {
+                "power_law_1.2"
+            },
             gpt_oss: architecture == "GptOssForCausalLM",
             hybrid: None,
+            v_head_dim: 0,
             moe_block: None,
             architecture,
         };
         let mut desc = desc;
         if family == Family::HybridMoe {
             desc.hybrid = Some(Hybrid::from_config(cfg, desc.layers)?);
+        }
+        if family == Family::Mla {
+            desc.v_head_dim = cfg.int("v_head_dim").map_err(StepError::Data)?.unwrap_or(0);
         }
         if matches!(family, Family::Moe | Family::HybridMoe) {
             let block =
@@ -231,6 +239,13 @@ impl ModelDesc {
         } else {
             (1, 1)
         };
-        Ok(Parallel { tp, n: self.heads / tp, n_kv: (self.kv_heads + tp - 1).div_euclid(tp), moe_tp, moe_ep })
+        Ok(Parallel {
+            tp,
+            n: self.heads / tp,
+            n_kv: (self.kv_heads + tp - 1).div_euclid(tp),
+            moe_tp,
+            moe_ep,
+            vllm: backend == "vllm",
+        })
     }
 }

@@ -62,6 +62,43 @@ pub(crate) enum OpSpec {
         /// The MoE quant MOE passes; HYBRIDMOE builds its dispatch without one.
         quant: Option<MoeQuant>,
     },
+    /// The MLA block from the module table: `query_context_mla_module` or
+    /// `query_generation_mla_module` at `heads = 128 // tp`.
+    MlaModule {
+        context: bool,
+        heads: i64,
+        kv: KvQuant,
+        fmha: FmhaQuant,
+        gemm: GemmQuant,
+    },
+    /// Granular prefill MLA attention (no per-token extras).
+    ContextMla {
+        heads: i64,
+        kv: KvQuant,
+        fmha: FmhaQuant,
+    },
+    /// Granular decode MLA attention: one lookup at `s`.
+    GenerationMla {
+        heads: i64,
+        kv: KvQuant,
+    },
+    /// A decode BMM around the MLA kernel, at `batch` tokens.
+    MlaBmm {
+        heads: i64,
+        quant: GemmQuant,
+        pre: bool,
+    },
+    /// `subs[primary]`, or when its lookup misses, the sum of
+    /// `subs[fallback.0..fallback.1]` in order from 0.0.
+    Fallback {
+        primary: usize,
+        fallback: (usize, usize),
+    },
+    /// `max(a, b)` of the sums of `subs[a.0..a.1]` and `subs[b.0..b.1]`.
+    Overlap {
+        a: (usize, usize),
+        b: (usize, usize),
+    },
 }
 
 /// One op of the list.
@@ -75,15 +112,56 @@ pub(crate) struct Op {
     pub spec: OpSpec,
 }
 
+/// A step's op list: the named ops in order, and the inner ops of its
+/// composite ops ([`OpSpec::Fallback`], [`OpSpec::Overlap`] index `subs`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OpList {
+    pub ops: Vec<Op>,
+    pub subs: Vec<Op>,
+}
+
+impl OpList {
+    fn plain(ops: Vec<Op>) -> OpList {
+        OpList { ops, subs: Vec::new() }
+    }
+
+    /// Every leaf op (composites' inner ops in place of the composite), in order.
+    pub fn leaves(&self) -> Vec<&Op> {
+        let mut out = Vec::with_capacity(self.ops.len() + self.subs.len());
+        for op in &self.ops {
+            match op.spec {
+                OpSpec::Fallback { primary, fallback } => {
+                    out.push(&self.subs[primary]);
+                    out.extend(&self.subs[fallback.0..fallback.1]);
+                }
+                OpSpec::Overlap { a, b } => {
+                    out.extend(&self.subs[a.0..a.1]);
+                    out.extend(&self.subs[b.0..b.1]);
+                }
+                _ => out.push(op),
+            }
+        }
+        out
+    }
+}
+
 /// The sliding window of GPT-OSS's windowed layers, hard-coded by the spec
 /// (the config's `sliding_window` is not read).
 const GPT_OSS_WINDOW: i64 = 128;
 
-/// The op list of `phase` (HYBRIDMOE's is built by `step::hybrid`).
-pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase) -> Vec<Op> {
+/// The op list of `phase` (HYBRIDMOE's is built by `step::hybrid`, DEEPSEEK /
+/// KIMIK25's by `step::deepseek`).
+pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase) -> OpList {
     if let Some(hybrid) = &model.hybrid {
-        return crate::step::hybrid::op_list(model, hybrid, par, quants, phase);
+        return OpList::plain(crate::step::hybrid::op_list(model, hybrid, par, quants, phase));
     }
+    if model.family == Family::Mla {
+        return crate::step::deepseek::op_list(model, par, quants, phase);
+    }
+    OpList::plain(dense_or_moe(model, par, quants, phase))
+}
+
+fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase) -> Vec<Op> {
     let (l, h) = (model.layers as f64, model.hidden);
     let (tp, n, n_kv, d) = (par.tp, par.n, par.n_kv, model.head_dim);
     let attn_width = model.heads * d / tp;
@@ -163,7 +241,7 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
                 p2p,
             ]);
         }
-        Family::Moe | Family::HybridMoe => {
+        Family::Moe | Family::HybridMoe | Family::Mla => {
             let (moe_tp, moe_ep, quant) = (par.moe_tp, par.moe_ep, quants.moe);
             let dispatch = OpSpec::MoeDispatch { hidden: h, moe_tp, moe_ep, quant: Some(quant) };
             ops.extend([
@@ -218,6 +296,7 @@ mod tests {
             distribution: "power_law_1.2",
             gpt_oss: false,
             hybrid: None,
+            v_head_dim: 0,
             moe_block: None,
         }
     }
@@ -231,7 +310,7 @@ mod tests {
         assert_eq!((par.n, par.n_kv), (8, 1));
         let quants =
             Quants { gemm: GemmQuant::Fp8Block, kv: KvQuant::Fp8, fmha: FmhaQuant::Bfloat16, moe: MoeQuant::Fp8Block };
-        let ops = op_list(&model, &par, &quants, Phase::Context);
+        let ops = op_list(&model, &par, &quants, Phase::Context).ops;
         let names: Vec<&str> = ops.iter().map(|o| o.base).collect();
         assert_eq!(
             names,

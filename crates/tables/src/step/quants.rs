@@ -1,7 +1,6 @@
 //! Quant modes of a step (docs/spec 3): inferred from the checkpoint, then the
 //! FMHA guards, in the spec's order.
 
-use crate::kernels::ContextAttentionTable;
 use crate::model::ModelConfig;
 use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
 use crate::quant::GemmQuant;
@@ -78,21 +77,15 @@ pub(crate) fn infer(cfg: &ModelConfig) -> Result<Inferred, StepError> {
 }
 
 /// Spec 3.2: (1) static_ctx only, from the data: fp8 attention math falls
-/// back to bfloat16 when the context table has rows for the kv dtype, none
-/// in fp8 and some in bfloat16; (2) vLLM, only if (1) did not decide: an
-/// inferred fp8 becomes bfloat16.
-pub(crate) fn resolve(
-    inferred: Inferred,
-    phase: Phase,
-    backend: &str,
-    context_table: Option<&ContextAttentionTable>,
-) -> Quants {
+/// back to bfloat16 when the context tables have rows for the kv dtype
+/// (`context_fmha_modes`: the FMHA modes with such rows, empty without a
+/// table), none in fp8 and some in bfloat16; (2) vLLM, only if (1) did not
+/// decide: an inferred fp8 becomes bfloat16.
+pub(crate) fn resolve(inferred: Inferred, phase: Phase, backend: &str, context_fmha_modes: &[FmhaQuant]) -> Quants {
     let mut fmha = inferred.fmha;
     let mut explicit = false;
-    if phase == Phase::Context
-        && let Some(table) = context_table
-    {
-        let modes = table.fmha_modes_for_kv(inferred.kv);
+    if phase == Phase::Context {
+        let modes = context_fmha_modes;
         if !modes.is_empty()
             && !modes.contains(&FmhaQuant::Fp8)
             && modes.contains(&FmhaQuant::Bfloat16)

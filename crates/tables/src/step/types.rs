@@ -76,6 +76,15 @@ pub enum OpKind {
     P2P,
     MoE,
     MoEDispatch,
+    /// The whole MLA block from one table (DeepSeek / Kimi).
+    MlaModule,
+    ContextMla,
+    GenerationMla,
+    MlaBmm,
+    /// A primary op, or its fallback ops when the primary's lookup misses.
+    FallbackOp,
+    /// Two op groups on parallel streams: the longer one counts.
+    OverlapOp,
 }
 
 impl OpKind {
@@ -91,6 +100,12 @@ impl OpKind {
             OpKind::P2P => "P2P",
             OpKind::MoE => "MoE",
             OpKind::MoEDispatch => "MoEDispatch",
+            OpKind::MlaModule => "MLAModule",
+            OpKind::ContextMla => "ContextMLA",
+            OpKind::GenerationMla => "GenerationMLA",
+            OpKind::MlaBmm => "MLABmm",
+            OpKind::FallbackOp => "FallbackOp",
+            OpKind::OverlapOp => "OverlapOp",
         }
     }
 }
@@ -149,6 +164,47 @@ pub enum Lookup {
         m: i64,
         k: i64,
     },
+    /// `query_context_mla_module(b=, s=, prefix=, num_heads=, ...)`.
+    ContextMlaModule {
+        b: i64,
+        s: i64,
+        prefix: i64,
+        heads: i64,
+        kv: KvQuant,
+        fmha: FmhaQuant,
+        gemm: GemmQuant,
+    },
+    /// `query_generation_mla_module(b=, s=, num_heads=, ...)`.
+    GenerationMlaModule {
+        b: i64,
+        s: i64,
+        heads: i64,
+        kv: KvQuant,
+        gemm: GemmQuant,
+    },
+    /// `query_context_mla(b=, s=, prefix=, num_heads=, ...)`.
+    ContextMla {
+        b: i64,
+        s: i64,
+        prefix: i64,
+        heads: i64,
+        kv: KvQuant,
+        fmha: FmhaQuant,
+    },
+    /// `query_generation_mla(b, s, heads, kv)`.
+    GenerationMla {
+        b: i64,
+        s: i64,
+        heads: i64,
+        kv: KvQuant,
+    },
+    /// `query_mla_bmm(tokens, heads, quant, pre)`.
+    MlaBmm {
+        tokens: i64,
+        heads: i64,
+        quant: GemmQuant,
+        pre: bool,
+    },
 }
 
 impl Lookup {
@@ -163,6 +219,11 @@ impl Lookup {
             Lookup::Moe { .. } => "moe_perf",
             Lookup::ComputeScale { .. } => "computescale_perf",
             Lookup::ScaleMatrix { .. } => "scale_matrix_perf",
+            Lookup::ContextMlaModule { .. } => "mla_context_module_perf",
+            Lookup::GenerationMlaModule { .. } => "mla_generation_module_perf",
+            Lookup::ContextMla { .. } => "context_mla_perf",
+            Lookup::GenerationMla { .. } => "generation_mla_perf",
+            Lookup::MlaBmm { .. } => "mla_bmm_perf",
         }
     }
 
@@ -177,6 +238,11 @@ impl Lookup {
             Lookup::Moe { .. } => "query_moe",
             Lookup::ComputeScale { .. } => "query_compute_scale",
             Lookup::ScaleMatrix { .. } => "query_scale_matrix",
+            Lookup::ContextMlaModule { .. } => "query_context_mla_module",
+            Lookup::GenerationMlaModule { .. } => "query_generation_mla_module",
+            Lookup::ContextMla { .. } => "query_context_mla",
+            Lookup::GenerationMla { .. } => "query_generation_mla",
+            Lookup::MlaBmm { .. } => "query_mla_bmm",
         }
     }
 
@@ -195,6 +261,21 @@ impl Lookup {
             Lookup::Nccl { g, op, size } => format!(r#"{{"args": ["half", {g}, "{op}", {size}], "kwargs": {{}}}}"#),
             Lookup::ComputeScale { m, k } | Lookup::ScaleMatrix { m, k } => {
                 format!(r#"{{"args": [{m}, {k}, "fp8_static"], "kwargs": {{}}}}"#)
+            }
+            Lookup::ContextMlaModule { b, s, prefix, heads, kv, fmha, gemm } => format!(
+                r#"{{"args": [], "kwargs": {{"b": {b}, "s": {s}, "prefix": {prefix}, "num_heads": {heads}, "kvcache_quant_mode": "{kv}", "fmha_quant_mode": "{fmha}", "gemm_quant_mode": "{gemm}"}}}}"#
+            ),
+            Lookup::GenerationMlaModule { b, s, heads, kv, gemm } => format!(
+                r#"{{"args": [], "kwargs": {{"b": {b}, "s": {s}, "num_heads": {heads}, "kv_cache_dtype": "{kv}", "gemm_quant_mode": "{gemm}"}}}}"#
+            ),
+            Lookup::ContextMla { b, s, prefix, heads, kv, fmha } => format!(
+                r#"{{"args": [], "kwargs": {{"b": {b}, "s": {s}, "prefix": {prefix}, "num_heads": {heads}, "kvcache_quant_mode": "{kv}", "fmha_quant_mode": "{fmha}"}}}}"#
+            ),
+            Lookup::GenerationMla { b, s, heads, kv } => {
+                format!(r#"{{"args": [{b}, {s}, {heads}, "{kv}"], "kwargs": {{}}}}"#)
+            }
+            Lookup::MlaBmm { tokens, heads, quant, pre } => {
+                format!(r#"{{"args": [{tokens}, {heads}, "{quant}", {pre}], "kwargs": {{}}}}"#)
             }
             Lookup::Moe {
                 num_tokens,
