@@ -506,9 +506,17 @@ def test_bisect_step_names_the_first_op_that_differs(ctx):
 
 
 def test_bisect_step_of_a_step_both_paths_miss_is_empty(ctx):
-    # gb200/trtllm/1.3.0rc23 has no all-reduce table: both sides miss at the
-    # same op, so the steps agree; the reasons are worded per path and ignored.
-    assert parity.bisect_step(ctx, WORKED[0], "gb200/trtllm/1.3.0rc23", "context", 2, 8, 1024, 128).num_rows == 0
+    # With the shared layer off, gb200/trtllm/1.3.0rc23 has no all-reduce
+    # table of its own: both sides miss at the same op, so the steps agree;
+    # the reasons are worded per path and ignored.
+    ctx.sql("SET aic.shared_layer = false").collect()
+    try:
+        assert ctx.sql(
+            f"SELECT step_status('{WORKED[0]}', 'gb200/trtllm/1.3.0rc23', 'context', 2, 8, 1024, 128) AS s"
+        ).to_arrow_table().column("s")[0].as_py().startswith("miss:")
+        assert parity.bisect_step(ctx, WORKED[0], "gb200/trtllm/1.3.0rc23", "context", 2, 8, 1024, 128).num_rows == 0
+    finally:
+        ctx.sql("SET aic.shared_layer = true").collect()
 
 
 # ---- the second known drift: Llama-4-Scout on gb200/vllm/0.24.0 ---------------------------------

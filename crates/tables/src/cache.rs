@@ -13,7 +13,7 @@ use std::hash::Hash;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::error::Result;
+use crate::error::{Result, TablesError};
 use crate::gemm::GemmTable;
 use crate::kernels::{
     AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextMlaModuleTable, ContextMlaTable,
@@ -34,9 +34,20 @@ pub fn db_key(system: &str, backend: &str, version: &str) -> DbKey {
 
 /// One slot per key. The map lock is held only to find the slot; the slot
 /// lock is held while loading, so different keys load in parallel and
-/// concurrent callers of the same key wait for the single load. Failed loads
-/// are not kept: the next call retries.
-type Slot<V> = Arc<Mutex<Option<Arc<V>>>>;
+/// concurrent callers of the same key wait for the single load.
+type Slot<V> = Arc<Mutex<Option<Loaded<V>>>>;
+
+/// What a load left in its slot. An absent table or name is a fact of the
+/// opened tree (its file list is fixed when it opens), so it is kept: a step
+/// that probes a table its database lacks (a fallback op's first choice,
+/// say) must not re-plan the sources on every lookup. Every other failure
+/// (I/O, a corrupt file) is not kept, and the next call retries.
+#[derive(Debug)]
+enum Loaded<V> {
+    Value(Arc<V>),
+    Missing(String),
+    NotFound(String),
+}
 
 /// The loaded values of one kind.
 #[derive(Debug)]
@@ -57,18 +68,37 @@ impl<K: Eq + Hash, V> Slots<K, V> {
         // (slots are only ever filled with complete values), so poisoning is ignored.
         let slot = Arc::clone(self.map.lock().unwrap_or_else(PoisonError::into_inner).entry(key).or_default());
         let mut entry = slot.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(value) = entry.as_ref() {
-            return Ok(Arc::clone(value));
+        match entry.as_ref() {
+            Some(Loaded::Value(value)) => return Ok(Arc::clone(value)),
+            Some(Loaded::Missing(message)) => return Err(TablesError::Missing(message.clone())),
+            Some(Loaded::NotFound(message)) => return Err(TablesError::NotFound(message.clone())),
+            None => {}
         }
-        let loaded = Arc::new(load()?);
-        *entry = Some(Arc::clone(&loaded));
-        Ok(loaded)
+        match load() {
+            Ok(value) => {
+                let value = Arc::new(value);
+                *entry = Some(Loaded::Value(Arc::clone(&value)));
+                Ok(value)
+            }
+            Err(TablesError::Missing(message)) => {
+                *entry = Some(Loaded::Missing(message.clone()));
+                Err(TablesError::Missing(message))
+            }
+            Err(TablesError::NotFound(message)) => {
+                *entry = Some(Loaded::NotFound(message.clone()));
+                Err(TablesError::NotFound(message))
+            }
+            Err(other) => Err(other),
+        }
     }
 
-    /// How many values are loaded (a slot whose load is under way or failed does not count).
+    /// How many values are loaded (a slot whose load is under way, failed
+    /// or found nothing does not count).
     fn loaded(&self) -> usize {
         let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        map.values().filter(|slot| slot.lock().unwrap_or_else(PoisonError::into_inner).is_some()).count()
+        map.values()
+            .filter(|slot| matches!(*slot.lock().unwrap_or_else(PoisonError::into_inner), Some(Loaded::Value(_))))
+            .count()
     }
 }
 
@@ -126,12 +156,12 @@ impl TableCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::TablesError;
 
     #[test]
     fn loads_once_and_retries_after_a_failure() {
         let slots: Slots<u8, u32> = Slots::default();
-        let failed = slots.get(1, || Err(TablesError::Missing("not yet".into())));
+        let io = std::io::Error::new(std::io::ErrorKind::Interrupted, "not yet");
+        let failed = slots.get(1, || Err(TablesError::io("/tmp/x", io)));
         assert!(failed.is_err());
         assert_eq!(slots.loaded(), 0);
         let mut calls = 0;
@@ -143,5 +173,24 @@ mod tests {
             assert_eq!(v.ok().as_deref(), Some(&7));
         }
         assert_eq!((calls, slots.loaded()), (1, 1));
+    }
+
+    #[test]
+    fn an_absent_table_is_remembered_with_its_message() {
+        let slots: Slots<u8, u32> = Slots::default();
+        let mut calls = 0;
+        for _ in 0..3 {
+            let got = slots.get(1, || {
+                calls += 1;
+                Err(TablesError::Missing("db x has no table y".into()))
+            });
+            assert!(matches!(got, Err(TablesError::Missing(ref m)) if m == "db x has no table y"), "{got:?}");
+            let got = slots.get(2, || {
+                calls += 1;
+                Err(TablesError::NotFound("no database z".into()))
+            });
+            assert!(matches!(got, Err(TablesError::NotFound(ref m)) if m == "no database z"), "{got:?}");
+        }
+        assert_eq!((calls, slots.loaded()), (2, 0));
     }
 }
