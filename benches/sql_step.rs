@@ -49,9 +49,7 @@ async fn run(ctx: &SessionContext, sql: &str) {
 
 fn query(model: &str, db: &str, moe: bool) -> String {
     let moe_tp = if moe { "1" } else { "NULL" };
-    format!(
-        "SELECT sum(step_latency('{model}', '{db}', phase, tp, batch, isl, osl, {moe_tp}, NULL)) FROM configs"
-    )
+    format!("SELECT sum(step_latency('{model}', '{db}', phase, tp, batch, isl, osl, {moe_tp}, NULL)) FROM configs")
 }
 
 fn bench(c: &mut Criterion) {
@@ -70,11 +68,8 @@ fn bench(c: &mut Criterion) {
         // Loads the tables (and fails loudly if the case no longer prices).
         rt.block_on(async {
             let batches = ctx.sql(&sql).await.expect("plan").collect().await.expect("warm-up");
-            let total = batches[0]
-                .column(0)
-                .as_any()
-                .downcast_ref::<datafusion::arrow::array::Float64Array>()
-                .expect("f64");
+            let total =
+                batches[0].column(0).as_any().downcast_ref::<datafusion::arrow::array::Float64Array>().expect("f64");
             assert!(total.is_valid(0) && total.value(0) > 0.0, "{model} on {db} does not price");
         });
         group.bench_function(format!("{family}: {model} on {db}"), |b| b.iter(|| rt.block_on(run(&ctx, &sql))));
