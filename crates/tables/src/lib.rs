@@ -37,7 +37,7 @@ pub use pep440::Version;
 pub use quant::GemmQuant;
 pub use sol::{GemmSol, MAX_GEMM_DIM};
 pub use step::{
-    Lookup, OpKind, OpRow, Phase, Quants, RowKind, StepError, StepModel, StepQuery, StepReport, StepShape, engine_step,
-    step_latency,
+    Lookup, MemoryInputs, OpKind, OpRow, Phase, PhaseSums, Quants, RowKind, StepError, StepModel, StepQuery,
+    StepReport, StepShape, engine_step, step_latency,
 };
 pub use system::{Num, SystemSpec, read_system_yaml, system_spec};

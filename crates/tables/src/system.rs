@@ -49,6 +49,17 @@ pub struct SystemSpec {
     pub inter_rack_bw: Option<Num>,
     pub p2p_latency: Num,
     pub nccl_version: Option<String>,
+    /// `misc.nccl_mem`: NCCL's memory per GPU (bytes) by tp size.
+    pub nccl_mem: Vec<(i64, Num)>,
+    /// `misc.other_mem`: CUDA context, cuBLAS and the like (bytes per GPU).
+    pub other_mem: Option<Num>,
+}
+
+impl SystemSpec {
+    /// `misc.nccl_mem[tp]`.
+    pub fn nccl_mem_for(&self, tp: i64) -> Option<Num> {
+        self.nccl_mem.iter().find(|(k, _)| *k == tp).map(|(_, v)| *v)
+    }
 }
 
 /// Reads a YAML under `systems/`. `Ok(None)` when the document is not a
@@ -61,7 +72,35 @@ pub fn read_system_yaml(doc: &DocFile) -> Result<Option<SystemSpec>> {
         return Ok(None);
     }
     let fields = Fields { doc, value: &value };
+    let nccl_mem = match value.get("misc").and_then(|m| m.get("nccl_mem")) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Mapping(map)) => {
+            let mut out = Vec::with_capacity(map.len());
+            for (k, v) in map {
+                let key = k.as_i64().ok_or_else(|| {
+                    TablesError::document(&doc.path, format!("misc.nccl_mem: expected integer tp sizes, found {k:?}"))
+                })?;
+                let bytes = match v {
+                    Value::Number(n) => n.as_i64().map(|i| Num::Int(i128::from(i))).or(n.as_f64().map(Num::Float)),
+                    _ => None,
+                }
+                .ok_or_else(|| {
+                    TablesError::document(&doc.path, format!("misc.nccl_mem[{key}]: expected a number, found {v:?}"))
+                })?;
+                out.push((key, bytes));
+            }
+            out
+        }
+        Some(other) => {
+            return Err(TablesError::document(
+                &doc.path,
+                format!("misc.nccl_mem: expected a mapping of tp size to bytes, found {other:?}"),
+            ));
+        }
+    };
     Ok(Some(SystemSpec {
+        nccl_mem,
+        other_mem: fields.opt_num("misc", "other_mem")?,
         system: doc.stem.clone(),
         data_dir: value.get("data_dir").and_then(Value::as_str).map(str::to_string),
         mem_bw: fields.num("gpu", "mem_bw")?,

@@ -47,5 +47,7 @@ pub(crate) fn h200_spec() -> SystemSpec {
         inter_rack_bw: None,
         p2p_latency: Num::Float(1e-5),
         nccl_version: None,
+        nccl_mem: Vec::new(),
+        other_mem: None,
     }
 }

@@ -111,7 +111,7 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
     );
     let primary = push(&mut subs, [module]).0;
     let mut ops = vec![
-        op("embedding", OpKind::Embedding, 1.0, OpSpec::Embedding { hidden: h }),
+        op("embedding", OpKind::Embedding, 1.0, OpSpec::Embedding { hidden: h, rows: model.vocab }),
         op("add_norm_1", OpKind::ElementWise, l, norm),
     ];
     match phase {

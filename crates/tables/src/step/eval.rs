@@ -88,13 +88,15 @@ pub(crate) struct Tables<'a> {
 }
 
 /// Where one op evaluation happens: the op's full name (for errors) and
-/// the step's token count, batch and sequence length.
+/// the step's token count, batch, sequence length and (context) cached
+/// prefix: `s` is the new tokens per request, `s + prefix` the full length.
 #[derive(Clone, Copy)]
 pub(crate) struct At<'n> {
     pub name: &'n dyn Fn() -> String,
     pub x: i64,
     pub batch: i64,
     pub s: i64,
+    pub prefix: i64,
 }
 
 /// A table the database does not have makes the op's lookup miss (the
@@ -326,7 +328,7 @@ impl<'a> Tables<'a> {
     fn leaf(&mut self, op: &Op, at: At) -> Result<OpValue, StepError> {
         let x = at.x;
         Ok(match op.spec {
-            OpSpec::Embedding { hidden } => OpValue::formula(self.sol.mem_op(x * hidden * 2)),
+            OpSpec::Embedding { hidden, .. } => OpValue::formula(self.sol.mem_op(x * hidden * 2)),
             OpSpec::ElementWise { dim_in, dim_out } => {
                 OpValue::formula(self.sol.mem_op(x * dim_in * 2 + x * dim_out * 2))
             }
@@ -340,8 +342,17 @@ impl<'a> Tables<'a> {
                 }
             }
             OpSpec::ContextAttention { n, n_kv, head_dim, window, kv, fmha, qk_norm } => {
-                let q =
-                    CtxAttnQuery { b: at.batch, s: at.s, prefix: 0, n, n_kv, kv, fmha, window, head_size: head_dim };
+                let q = CtxAttnQuery {
+                    b: at.batch,
+                    s: at.s,
+                    prefix: at.prefix,
+                    n,
+                    n_kv,
+                    kv,
+                    fmha,
+                    window,
+                    head_size: head_dim,
+                };
                 let lookup = Lookup::ContextAttention {
                     b: q.b,
                     s: q.s,
@@ -389,8 +400,8 @@ impl<'a> Tables<'a> {
             OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, .. } => self.all_reduce(moe_tp * moe_ep, x * hidden, at)?,
             OpSpec::Moe(shape) => self.moe(x, shape, at)?,
             OpSpec::MlaModule { context: true, heads, kv, fmha, gemm } => {
-                let q = CtxMlaQuery { b: at.batch, s: at.s, prefix: 0, heads, kv, fmha };
-                let lookup = Lookup::ContextMlaModule { b: q.b, s: q.s, prefix: 0, heads, kv, fmha, gemm };
+                let q = CtxMlaQuery { b: at.batch, s: at.s, prefix: at.prefix, heads, kv, fmha };
+                let lookup = Lookup::ContextMlaModule { b: q.b, s: q.s, prefix: q.prefix, heads, kv, fmha, gemm };
                 let table = self.context_mla_module().map_err(|e| load_failure(e, at.name, lookup))?;
                 let r = table.query(&q, gemm).map_err(|m| kernel_miss(m, at.name, lookup));
                 silicon(r?, lookup)
@@ -402,8 +413,8 @@ impl<'a> Tables<'a> {
                 silicon(r?, lookup)
             }
             OpSpec::ContextMla { heads, kv, fmha } => {
-                let q = CtxMlaQuery { b: at.batch, s: at.s, prefix: 0, heads, kv, fmha };
-                let lookup = Lookup::ContextMla { b: q.b, s: q.s, prefix: 0, heads, kv, fmha };
+                let q = CtxMlaQuery { b: at.batch, s: at.s, prefix: at.prefix, heads, kv, fmha };
+                let lookup = Lookup::ContextMla { b: q.b, s: q.s, prefix: q.prefix, heads, kv, fmha };
                 let table = self.context_mla().map_err(|e| load_failure(e, at.name, lookup))?;
                 silicon(table.query(&q).map_err(|m| kernel_miss(m, at.name, lookup))?, lookup)
             }

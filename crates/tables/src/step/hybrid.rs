@@ -188,7 +188,7 @@ pub(crate) fn op_list(model: &ModelDesc, hybrid: &Hybrid, par: &Parallel, quants
         Group { count: counts[2], tag: &SWA_DENSE, ffn: &SWA_DENSE_FFN, global: false, moe: false },
         Group { count: counts[3], tag: &GLOBAL_DENSE, ffn: &GLOBAL_DENSE_FFN, global: true, moe: false },
     ];
-    let mut ops = vec![op("embedding", OpKind::Embedding, 1.0, OpSpec::Embedding { hidden: h })];
+    let mut ops = vec![op("embedding", OpKind::Embedding, 1.0, OpSpec::Embedding { hidden: h, rows: model.vocab })];
     for g in groups.iter().filter(|g| g.count > 0) {
         let c = g.count as f64;
         let (n_kv, head, v_head, window) =

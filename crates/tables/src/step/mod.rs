@@ -14,6 +14,7 @@ mod model;
 mod ops;
 mod quants;
 mod types;
+mod weights;
 
 use crate::discovery::DataTree;
 use crate::kernels::MoeShape;
@@ -92,6 +93,8 @@ struct Prepared {
     /// of the first (docs/spec 9.1-9.3; families_hybrid_vl_databases.md 1.7).
     slots: Vec<usize>,
     names: usize,
+    /// The per-name entries' op names (without the phase), in order.
+    name_list: Vec<&'static str>,
 }
 
 impl Prepared {
@@ -108,7 +111,7 @@ impl Prepared {
                 }
             })
             .collect();
-        Prepared { key, quants, ops, subs, slots, names: first.len() }
+        Prepared { key, quants, ops, subs, slots, names: first.len(), name_list: first }
     }
 }
 
@@ -145,7 +148,7 @@ impl<'a> StepModel<'a> {
     pub fn latency(&mut self, phase: Phase, shape: &StepShape) -> Result<f64, StepError> {
         let index = self.prepare(phase, shape)?;
         let (prep, tables) = (&self.prepared[index], &mut self.tables);
-        run(phase, shape, prep, tables, &mut NoRows).map(|(total, _)| total)
+        run(phase, shape, 0, prep, tables, &mut NoRows).map(|(total, _)| total)
     }
 
     /// The step with every op's row.
@@ -153,8 +156,63 @@ impl<'a> StepModel<'a> {
         let index = self.prepare(phase, shape)?;
         let (prep, tables) = (&self.prepared[index], &mut self.tables);
         let mut rows = Vec::new();
-        let (total_ms, phase_latency_ms) = run(phase, shape, prep, tables, &mut rows)?;
+        let (total_ms, phase_latency_ms) = run(phase, shape, 0, prep, tables, &mut rows)?;
         Ok(StepReport { phase, rows, total_ms, phase_latency_ms, quants: prep.quants })
+    }
+
+    /// The spec's context latency dict at a cached prefix: every op name's
+    /// sum at `batch` requests of `isl` tokens of which `prefix` are cached
+    /// (the ops see `isl - prefix` new tokens per request).
+    pub fn context_sums(&mut self, shape: &StepShape, prefix: u32) -> Result<PhaseSums, StepError> {
+        if prefix >= shape.isl {
+            return Err(StepError::input(format!(
+                "isl must be greater than 0 after removing prefix, but got {} (isl {}, prefix {prefix})",
+                i64::from(shape.isl) - i64::from(prefix),
+                shape.isl
+            )));
+        }
+        let index = self.prepare(Phase::Context, shape)?;
+        let (prep, tables) = (&self.prepared[index], &mut self.tables);
+        let acc = phase_sums(Phase::Context, shape, i64::from(prefix), prep, tables, &mut NoRows)?;
+        Ok(PhaseSums::new(Phase::Context, prep, &acc))
+    }
+
+    /// The spec's generation latency dict: every op name's sum over the
+    /// sampled decode steps of `osl - 1` generated tokens, each sample
+    /// weighted by the steps it stands for (TPOT is its total over `osl - 1`).
+    pub fn generation_sums(&mut self, shape: &StepShape) -> Result<PhaseSums, StepError> {
+        let index = self.prepare(Phase::Generation, shape)?;
+        let (prep, tables) = (&self.prepared[index], &mut self.tables);
+        let acc = phase_sums(Phase::Generation, shape, 0, prep, tables, &mut NoRows)?;
+        Ok(PhaseSums::new(Phase::Generation, prep, &acc))
+    }
+
+    /// The quant modes a phase runs with (the context phase's FMHA after
+    /// the data-driven guard).
+    pub fn quants(&mut self, phase: Phase, shape: &StepShape) -> Result<Quants, StepError> {
+        let index = self.prepare(phase, shape)?;
+        Ok(self.prepared[index].quants)
+    }
+
+    /// What the serving layer's memory model reads: the context op list's
+    /// weights and the model's attention and KV dimensions at `shape`.
+    pub fn memory_inputs(&mut self, shape: &StepShape) -> Result<MemoryInputs, StepError> {
+        let index = self.prepare(Phase::Context, shape)?;
+        let prep = &self.prepared[index];
+        // weights = 0.0 + each context op's weights, in list order.
+        let weights_bytes = prep.ops.iter().fold(0.0, |sum, op| sum + weights::op_weights(op, &prep.subs));
+        let d = &self.desc;
+        let kv_heads_per_gpu = (d.kv_heads + i64::from(shape.tp) - 1) / i64::from(shape.tp);
+        Ok(MemoryInputs {
+            family: d.spec_family,
+            weights_bytes,
+            attention_width: d.heads * d.head_dim,
+            layers: d.layers,
+            kv_elements_per_token: weights::kv_elements_per_token(d, kv_heads_per_gpu),
+            kv_bytes_per_element: prep.quants.kv.memory(),
+            experts: d.experts,
+            topk: d.topk,
+        })
     }
 
     /// Index of the op list for (phase, parallelism), building it on first use.
@@ -240,14 +298,91 @@ fn quant_label(op: &Op) -> String {
     }
 }
 
+/// The spec's latency dict of one static phase: each op name's sum, in the
+/// order names first appear (docs/spec 9.1-9.3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseSums {
+    pub phase: Phase,
+    names: Vec<&'static str>,
+    values: Vec<f64>,
+}
+
+impl PhaseSums {
+    fn new(phase: Phase, prep: &Prepared, acc: &[f64; MAX_OPS]) -> PhaseSums {
+        PhaseSums { phase, names: prep.name_list.clone(), values: acc[..prep.names].to_vec() }
+    }
+
+    /// `(name without the phase prefix, sum)` in the dict's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
+        self.names.iter().copied().zip(self.values.iter().copied())
+    }
+
+    /// The sum of the ops named `base` (`attention` for `context_attention`).
+    pub fn get(&self, base: &str) -> Option<f64> {
+        self.iter().find(|(name, _)| *name == base).map(|(_, v)| v)
+    }
+
+    /// `0.0 + each entry`, in order: the phase latency.
+    pub fn total(&self) -> f64 {
+        self.values.iter().fold(0.0, |sum, v| sum + v)
+    }
+
+    /// `0.0 + each entry * scale`, in order: the phase latency after the
+    /// spec's per-op latency correction.
+    pub fn scaled_total(&self, scale: f64) -> f64 {
+        self.values.iter().fold(0.0, |sum, v| sum + v * scale)
+    }
+}
+
+/// The inputs of the serving layer's memory model (one worker's GPU).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemoryInputs {
+    /// The spec's family name (`LLAMA`, `MOE`, ...), which picks the
+    /// backend's activation coefficients.
+    pub family: &'static str,
+    /// The context op list's weights in bytes, summed in list order.
+    pub weights_bytes: f64,
+    /// `num_heads * head_size` (all heads, not per GPU).
+    pub attention_width: i64,
+    pub layers: i64,
+    /// KV-cache elements one token keeps on one GPU, over all layers.
+    pub kv_elements_per_token: i64,
+    /// Bytes per KV-cache element of the phase's kv quant.
+    pub kv_bytes_per_element: i64,
+    pub experts: i64,
+    pub topk: i64,
+}
+
 /// Runs the step; returns `(total_ms, phase_latency_ms)`.
 fn run<S: Sink>(
     phase: Phase,
     q: &StepShape,
+    cached: i64,
     prep: &Prepared,
     tables: &mut Tables,
     sink: &mut S,
 ) -> Result<(f64, f64), StepError> {
+    let acc = phase_sums(phase, q, cached, prep, tables, sink)?;
+    let latency = acc[..prep.names].iter().fold(0.0, |sum, v| sum + v);
+    match phase {
+        Phase::Context => Ok((latency, latency)),
+        Phase::Generation => {
+            let tpot = if q.osl <= 1 { 0.0 } else { latency / f64::from(q.osl - 1) };
+            Ok((tpot, latency))
+        }
+    }
+}
+
+/// The per-name sums of a phase (rows to `sink`); `cached` is the context
+/// phase's prefix.
+fn phase_sums<S: Sink>(
+    phase: Phase,
+    q: &StepShape,
+    cached: i64,
+    prep: &Prepared,
+    tables: &mut Tables,
+    sink: &mut S,
+) -> Result<[f64; MAX_OPS], StepError> {
     let prefix = phase.prefix();
     let (batch, isl) = (i64::from(q.batch), i64::from(q.isl));
     let row = |index: usize, op: &Op, v: &eval::OpValue, total: f64| OpRow {
@@ -274,19 +409,19 @@ fn run<S: Sink>(
         Phase::Context => {
             // acc[name] = 0.0 + each op of that name, in list order; TTFT is
             // the sum of the entries in first-appearance order.
-            let x = batch * isl;
+            let s = isl - cached;
+            let x = batch * s;
             let mut acc = [0.0f64; MAX_OPS];
             for (index, op) in prep.ops.iter().enumerate() {
                 let name = || format!("{prefix}_{}", op.base);
-                let v = tables.eval(op, &prep.subs, At { name: &name, x, batch, s: isl })?;
+                let v = tables.eval(op, &prep.subs, At { name: &name, x, batch, s, prefix: cached })?;
                 let total = v.per_app * op.count;
                 acc[prep.slots[index]] += total;
                 if S::ROWS {
                     sink.push(row(index, op, &v, total));
                 }
             }
-            let latency = acc[..prep.names].iter().fold(0.0, |sum, v| sum + v);
-            Ok((latency, latency))
+            Ok(acc)
         }
         Phase::Generation => {
             // Per sampled step, step[name] = 0.0 + each op of that name; then
@@ -302,7 +437,7 @@ fn run<S: Sink>(
                 let mut step_total = 0.0;
                 for (index, op) in prep.ops.iter().enumerate() {
                     let name = || format!("{prefix}_{}", op.base);
-                    let v = tables.eval(op, &prep.subs, At { name: &name, x: batch, batch, s })?;
+                    let v = tables.eval(op, &prep.subs, At { name: &name, x: batch, batch, s, prefix: 0 })?;
                     let total = v.per_app * op.count;
                     step_total += total;
                     step[prep.slots[index]] += total;
@@ -336,9 +471,7 @@ fn run<S: Sink>(
                     });
                 }
             }
-            let generation_latency = acc[..prep.names].iter().fold(0.0, |sum, v| sum + v);
-            let tpot = if q.osl <= 1 { 0.0 } else { generation_latency / f64::from(q.osl - 1) };
-            Ok((tpot, generation_latency))
+            Ok(acc)
         }
     }
 }

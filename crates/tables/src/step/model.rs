@@ -58,6 +58,11 @@ pub(crate) struct ModelDesc {
     /// (`weight_block_size[0]`, 128 when absent), which the per-GPU expert
     /// width must be a multiple of.
     pub moe_block: Option<i64>,
+    /// The spec's family name (`LLAMA`, `QWEN3VL`, `MOE`, ...).
+    pub spec_family: &'static str,
+    /// DEEPSEEK / KIMIK25: `kv_lora_rank + qk_rope_head_dim` (512 and 64
+    /// when absent or 0), the latent KV a token keeps per layer.
+    pub mla_kv_width: i64,
 }
 
 /// Per-GPU split of one step.
@@ -133,6 +138,8 @@ impl ModelDesc {
             hybrid: None,
             v_head_dim: 0,
             moe_block: None,
+            spec_family: cfg.family.unwrap_or_default(),
+            mla_kv_width: 0,
             architecture,
         };
         let mut desc = desc;
@@ -141,6 +148,10 @@ impl ModelDesc {
         }
         if family == Family::Mla {
             desc.v_head_dim = cfg.int("v_head_dim").map_err(StepError::Data)?.unwrap_or(0);
+            let or_default = |field: &str, default: i64| -> Result<i64, StepError> {
+                Ok(cfg.int(field).map_err(StepError::Data)?.filter(|&v| v != 0).unwrap_or(default))
+            };
+            desc.mla_kv_width = or_default("kv_lora_rank", 512)? + or_default("qk_rope_head_dim", 64)?;
         }
         if matches!(family, Family::Moe | Family::HybridMoe) {
             let block =

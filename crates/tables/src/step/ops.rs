@@ -11,9 +11,11 @@ use crate::step::types::{OpKind, Phase, Quants};
 /// arguments come from the step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum OpSpec {
-    /// `mem_op(x * h * 2)`.
+    /// `mem_op(x * h * 2)`; `rows` (the vocabulary on this GPU) only sizes
+    /// its weights.
     Embedding {
         hidden: i64,
+        rows: i64,
     },
     /// `mem_op(x * dim_in * 2 + x * dim_out * 2)`.
     ElementWise {
@@ -213,7 +215,7 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
         ops.push(attention(GPT_OSS_WINDOW));
     }
     ops.extend([
-        op("embedding", OpKind::Embedding, 1.0, OpSpec::Embedding { hidden: h }),
+        op("embedding", OpKind::Embedding, 1.0, OpSpec::Embedding { hidden: h, rows: model.vocab / tp }),
         op("add_norm_1", OpKind::ElementWise, l, OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h }),
         op("qkv_gemm", OpKind::Gemm, l, gemm(attn_width + d * n_kv * 2, h, quants.gemm)),
         attention(0),
@@ -298,6 +300,8 @@ mod tests {
             hybrid: None,
             v_head_dim: 0,
             moe_block: None,
+            spec_family: "LLAMA",
+            mla_kv_width: 0,
         }
     }
 

@@ -1,0 +1,102 @@
+//! Weight and KV-cache sizes of a model's ops, as the spec's memory model
+//! counts them (`Operation.get_weights`, `get_kvcache_elements_per_token`).
+//!
+//! Only what the spec counts is counted: an op that stores no weights in
+//! the spec (attention, MLA, communication, element-wise) counts 0 here too,
+//! even where a real kernel holds some (the MLA projections of the module
+//! ops, for one). The arithmetic keeps Python's types: an integer product
+//! stays exact until it meets a float, a float size floors with Python's
+//! float `//`.
+
+use crate::step::model::{Family, ModelDesc};
+use crate::step::ops::{Op, OpSpec};
+use crate::system::Num;
+
+/// One op's `get_weights()`: bytes on one GPU, times its count.
+pub(crate) fn op_weights(op: &Op, subs: &[Op]) -> f64 {
+    match op.spec {
+        OpSpec::Embedding { hidden, rows } => int_times(i128::from(rows) * i128::from(hidden) * 2, op.count),
+        OpSpec::Gemm { n, k, quant, .. } => match quant.memory() {
+            Num::Int(bytes) => int_times(i128::from(n) * i128::from(k) * bytes, op.count),
+            Num::Float(bytes) => (n * k) as f64 * bytes * op.count,
+        },
+        OpSpec::Moe(shape) => {
+            let gemms: i128 = if shape.gated { 3 } else { 2 };
+            let elements = i128::from(shape.hidden) * i128::from(shape.inter) * i128::from(shape.experts);
+            let (ep, tp) = (shape.moe_ep.max(1), shape.moe_tp.max(1));
+            match shape.quant.memory() {
+                Num::Int(bytes) => int_times(
+                    (elements * bytes * gemms).div_euclid(i128::from(ep)).div_euclid(i128::from(tp)),
+                    op.count,
+                ),
+                Num::Float(bytes) => {
+                    let w = elements as f64 * bytes * gemms as f64;
+                    py_floordiv(py_floordiv(w, ep as f64), tp as f64) * op.count
+                }
+            }
+        }
+        // The primary's weights when it has any, else the fallback's sum.
+        OpSpec::Fallback { primary, fallback } => {
+            let w = op_weights(&subs[primary], subs);
+            if w > 0.0 { w } else { subs[fallback.0..fallback.1].iter().fold(0.0, |sum, o| sum + op_weights(o, subs)) }
+        }
+        OpSpec::Overlap { a, b } => {
+            subs[a.0..a.1].iter().chain(&subs[b.0..b.1]).fold(0.0, |sum, o| sum + op_weights(o, subs))
+        }
+        OpSpec::ElementWise { .. }
+        | OpSpec::ContextAttention { .. }
+        | OpSpec::GenerationAttention { .. }
+        | OpSpec::AllReduce { .. }
+        | OpSpec::P2P
+        | OpSpec::MoeDispatch { .. }
+        | OpSpec::MlaModule { .. }
+        | OpSpec::ContextMla { .. }
+        | OpSpec::GenerationMla { .. }
+        | OpSpec::MlaBmm { .. } => 0.0,
+    }
+}
+
+/// An exact integer size times an op count: Python multiplies the int by an
+/// int count exactly and rounds once when the result meets a float.
+fn int_times(bytes: i128, count: f64) -> f64 {
+    if count.fract() == 0.0 && count.abs() < 9.0e15 { (bytes * count as i128) as f64 } else { bytes as f64 * count }
+}
+
+/// Python's `float // float` for finite operands (CPython's `float_floor_div`).
+pub(crate) fn py_floordiv(a: f64, b: f64) -> f64 {
+    let m = a % b;
+    let mut div = (a - m) / b;
+    if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
+        div -= 1.0;
+    }
+    if div == 0.0 {
+        return 0.0f64.copysign(a / b);
+    }
+    let floor = div.floor();
+    if div - floor > 0.5 { floor + 1.0 } else { floor }
+}
+
+/// KV-cache elements one token keeps on one GPU over all layers: the MLA
+/// latent (`layers * (kv_lora_rank + qk_rope_head_dim)`, not split by tp),
+/// else `kv_heads_per_gpu * head_size * layers * 2`.
+pub(crate) fn kv_elements_per_token(d: &ModelDesc, kv_heads_per_gpu: i64) -> i64 {
+    if d.family == Family::Mla {
+        return d.layers * d.mla_kv_width;
+    }
+    kv_heads_per_gpu * d.head_dim * d.layers * 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floordiv_is_pythons() {
+        assert_eq!(py_floordiv(7.0, 2.0), 3.0);
+        assert_eq!(py_floordiv(-7.0, 2.0), -4.0);
+        assert_eq!(py_floordiv(7.5, 0.5), 15.0);
+        assert_eq!(py_floordiv(1.0, 0.1), 9.0); // Python: 1.0 // 0.1 == 9.0 (fmod 0.1 - 2^-56)
+        assert_eq!(py_floordiv(0.1, 0.01), 10.0);
+        assert_eq!(py_floordiv(-7.5, 2.0), -4.0);
+    }
+}
