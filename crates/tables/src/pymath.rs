@@ -5,6 +5,28 @@
 
 use crate::system::Num;
 
+/// Python's `float // float` for finite operands (CPython's `float_floor_div`).
+pub fn py_floordiv(a: f64, b: f64) -> f64 {
+    let m = a % b;
+    let mut div = (a - m) / b;
+    if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
+        div -= 1.0;
+    }
+    if div == 0.0 {
+        return 0.0f64.copysign(a / b);
+    }
+    let floor = div.floor();
+    if div - floor > 0.5 { floor + 1.0 } else { floor }
+}
+
+/// numpy's `round(x, decimals)` (and so pandas' `DataFrame.round`): scale
+/// by `10**decimals`, round half to even, scale back. Not Python's `round`,
+/// which rounds the exact decimal value and can differ in the last digit.
+pub fn np_round(x: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (x * scale).round_ties_even() / scale
+}
+
 /// `a * b` with Python's promotion: int * int stays an exact int, anything
 /// involving a float converts the int to the nearest float first.
 /// `None` when an exact product does not fit 128 bits.
@@ -258,5 +280,21 @@ mod tests {
         assert_eq!(py_repr(Num::Float(0.5625)), "0.5625");
         assert_eq!(py_repr(Num::Float(0.5)), "0.5");
         assert_eq!(py_repr(Num::Float(2.0)), "2.0");
+    }
+
+    #[test]
+    fn floordiv_is_pythons_and_round_is_numpys() {
+        assert_eq!(py_floordiv(7.0, 2.0), 3.0);
+        assert_eq!(py_floordiv(-7.0, 2.0), -4.0);
+        assert_eq!(py_floordiv(7.5, 0.5), 15.0);
+        assert_eq!(py_floordiv(1.0, 0.1), 9.0); // Python: 1.0 // 0.1 == 9.0 (fmod 0.1 - 2^-56)
+        assert_eq!(py_floordiv(0.1, 0.01), 10.0);
+        assert_eq!(py_floordiv(-7.5, 2.0), -4.0);
+        // numpy rounds x * 1000: 2.0005 * 1000 = 2000.5000000000002 -> 2.001,
+        // 0.0625 * 1000 = 62.5 -> 62 (ties to even); Python's round(1.0015, 3)
+        // is 1.001 (the double is below 1.0015), numpy's 1.002 (1001.5 -> 1002).
+        assert_eq!(np_round(2.0005, 3), 2.001);
+        assert_eq!(np_round(0.0625, 3), 0.062);
+        assert_eq!(np_round(1.0015, 3), 1.002);
     }
 }

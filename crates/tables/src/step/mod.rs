@@ -207,12 +207,38 @@ impl<'a> StepModel<'a> {
             family: d.spec_family,
             weights_bytes,
             attention_width: d.heads * d.head_dim,
+            hidden: d.hidden,
             layers: d.layers,
             kv_elements_per_token: weights::kv_elements_per_token(d, kv_heads_per_gpu),
             kv_bytes_per_element: prep.quants.kv.memory(),
             experts: d.experts,
             topk: d.topk,
         })
+    }
+
+    /// Whether the model has experts (its moe_tp / moe_ep mean something).
+    pub fn is_moe(&self) -> bool {
+        self.desc.is_moe()
+    }
+
+    /// The transformer layers (vLLM's dispatch overhead is per layer).
+    pub fn layers(&self) -> i64 {
+        self.desc.layers
+    }
+
+    /// The backend of the database (`trtllm`, `vllm`, `sglang`).
+    pub fn backend(&self) -> &str {
+        self.tables.backend()
+    }
+
+    /// `(moe_tp, moe_ep)` as the spec resolves them at `shape` (one of the
+    /// two may be inferred from tp); `None` for a dense model.
+    pub fn moe_parallel(&self, shape: &StepShape) -> Result<Option<(i64, i64)>, StepError> {
+        if !self.desc.is_moe() {
+            return Ok(None);
+        }
+        let par = self.desc.parallel(shape.tp, shape.moe_tp, shape.moe_ep, self.tables.backend())?;
+        Ok(Some((par.moe_tp, par.moe_ep)))
     }
 
     /// Index of the op list for (phase, parallelism), building it on first use.
@@ -344,6 +370,8 @@ pub struct MemoryInputs {
     pub weights_bytes: f64,
     /// `num_heads * head_size` (all heads, not per GPU).
     pub attention_width: i64,
+    /// The residual hidden size.
+    pub hidden: i64,
     pub layers: i64,
     /// KV-cache elements one token keeps on one GPU, over all layers.
     pub kv_elements_per_token: i64,

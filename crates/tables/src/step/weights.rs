@@ -8,6 +8,7 @@
 //! stays exact until it meets a float, a float size floors with Python's
 //! float `//`.
 
+use crate::pymath::py_floordiv;
 use crate::step::model::{Family, ModelDesc};
 use crate::step::ops::{Op, OpSpec};
 use crate::system::Num;
@@ -62,20 +63,6 @@ fn int_times(bytes: i128, count: f64) -> f64 {
     if count.fract() == 0.0 && count.abs() < 9.0e15 { (bytes * count as i128) as f64 } else { bytes as f64 * count }
 }
 
-/// Python's `float // float` for finite operands (CPython's `float_floor_div`).
-pub(crate) fn py_floordiv(a: f64, b: f64) -> f64 {
-    let m = a % b;
-    let mut div = (a - m) / b;
-    if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
-        div -= 1.0;
-    }
-    if div == 0.0 {
-        return 0.0f64.copysign(a / b);
-    }
-    let floor = div.floor();
-    if div - floor > 0.5 { floor + 1.0 } else { floor }
-}
-
 /// KV-cache elements one token keeps on one GPU over all layers: the MLA
 /// latent (`layers * (kv_lora_rank + qk_rope_head_dim)`, not split by tp),
 /// else `kv_heads_per_gpu * head_size * layers * 2`.
@@ -84,19 +71,4 @@ pub(crate) fn kv_elements_per_token(d: &ModelDesc, kv_heads_per_gpu: i64) -> i64
         return d.layers * d.mla_kv_width;
     }
     kv_heads_per_gpu * d.head_dim * d.layers * 2
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn floordiv_is_pythons() {
-        assert_eq!(py_floordiv(7.0, 2.0), 3.0);
-        assert_eq!(py_floordiv(-7.0, 2.0), -4.0);
-        assert_eq!(py_floordiv(7.5, 0.5), 15.0);
-        assert_eq!(py_floordiv(1.0, 0.1), 9.0); // Python: 1.0 // 0.1 == 9.0 (fmod 0.1 - 2^-56)
-        assert_eq!(py_floordiv(0.1, 0.01), 10.0);
-        assert_eq!(py_floordiv(-7.5, 2.0), -4.0);
-    }
 }

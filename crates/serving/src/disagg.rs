@@ -1,0 +1,257 @@
+//! The disaggregated estimate: prefill workers and decode workers priced
+//! apart by static passes (with the spec's latency corrections), their rates
+//! matched, the whole reported at three decimals (`run_disagg` of the spec).
+//!
+//! The spec builds each worker's row as a pandas frame and rounds it
+//! (`DataFrame.round(3)`, numpy's rounding) before the rate matching reads
+//! it, then rounds the result again; both roundings are reproduced here, in
+//! the same places, so the numbers are equal, not merely close.
+
+use aicsql_tables::pymath::np_round;
+use aicsql_tables::{Phase, Quants};
+
+use crate::error::ServingError;
+use crate::memory::{Memory, MemoryAt};
+use crate::parallel::Parallel;
+use crate::server::Server;
+
+/// The spec's latency correction of prefill (context) and decode
+/// (generation) workers in disagg (`cli/api.py`).
+const PREFILL_LATENCY_CORRECTION: f64 = 1.1;
+const DECODE_LATENCY_CORRECTION: f64 = 1.08;
+/// Rate matching: prefill pipeline bubbles and decode under-saturation.
+const PREFILL_DEGRADATION: f64 = 0.9;
+const DECODE_DEGRADATION: f64 = 0.92;
+/// TTFT of an autoscaled prefill pool.
+const TTFT_CORRECTION: f64 = 1.8;
+
+fn r3(x: f64) -> f64 {
+    np_round(x, 3)
+}
+
+/// One disaggregated deployment to price.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DisaggQuery {
+    pub prefill: Parallel,
+    pub prefill_batch: u32,
+    pub prefill_workers: u32,
+    pub decode: Parallel,
+    pub decode_batch: u32,
+    pub decode_workers: u32,
+    pub isl: u32,
+    pub osl: u32,
+    pub prefix: u32,
+}
+
+/// One side of a disaggregated deployment, as the spec's row reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerEstimate {
+    pub parallel: Parallel,
+    pub moe_tp: Option<i64>,
+    pub moe_ep: Option<i64>,
+    pub bs: u32,
+    pub global_bs: u64,
+    pub workers: u32,
+    /// Requests per second of one worker (3 decimals).
+    pub seq_per_s_per_worker: f64,
+    /// GiB per GPU (3 decimals).
+    pub memory_gib: f64,
+    /// The unrounded breakdown behind `memory_gib`.
+    pub memory: Memory,
+    pub quants: Quants,
+}
+
+/// The spec's result dict of `cli_estimate(mode="disagg")`: every value at
+/// the spec's 3 decimals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DisaggEstimate {
+    pub isl: u32,
+    pub osl: u32,
+    pub prefix: u32,
+    pub concurrency: u64,
+    pub request_rate: f64,
+    pub ttft_ms: f64,
+    pub tpot_ms: f64,
+    pub request_latency_ms: f64,
+    pub seq_per_s: f64,
+    pub seq_per_s_per_gpu: f64,
+    pub tokens_per_s: f64,
+    pub tokens_per_s_per_gpu: f64,
+    pub tokens_per_s_per_user: f64,
+    pub num_total_gpus: u64,
+    pub prefill: WorkerEstimate,
+    pub decode: WorkerEstimate,
+}
+
+/// A static worker's row after the spec's rounding.
+struct StaticRow {
+    ttft: f64,
+    tpot: f64,
+    seq_per_s: f64,
+    tokens_per_s_per_user: f64,
+    worker: WorkerEstimate,
+    fits: bool,
+}
+
+impl Server<'_> {
+    /// Prices `q` on this server for both sides (one database).
+    pub fn estimate_disagg(&mut self, q: &DisaggQuery) -> Result<DisaggEstimate, ServingError> {
+        for (value, name) in [
+            (q.prefill_batch, "prefill_batch"),
+            (q.prefill_workers, "prefill_workers"),
+            (q.decode_batch, "decode_batch"),
+            (q.decode_workers, "decode_workers"),
+            (q.isl, "isl"),
+            (q.osl, "osl"),
+        ] {
+            if value == 0 {
+                return Err(ServingError::input(format!("{name} must be at least 1")));
+            }
+        }
+        self.check_parallel(&q.prefill)?;
+        self.check_parallel(&q.decode)?;
+        let prefill = self.prefill_row(q)?;
+        let decode = self.decode_row(q)?;
+        if !prefill.fits || !decode.fits {
+            return Err(ServingError::OutOfMemory(format!(
+                "OOM: the model '{}' does not fit in GPU memory on system '{}' with the given parallelism. Try increasing tp_size/pp_size, using a quantized model, or using a system with more VRAM per GPU.",
+                self.model, self.system.system
+            )));
+        }
+        let (pw, dw) = (f64::from(q.prefill_workers), f64::from(q.decode_workers));
+        let ttft = prefill.ttft * TTFT_CORRECTION;
+        let prefill_rate = prefill.seq_per_s * pw * PREFILL_DEGRADATION;
+        let decode_rate = decode.seq_per_s * dw * DECODE_DEGRADATION;
+        let seq_s = if decode_rate < prefill_rate { decode_rate } else { prefill_rate };
+        let gpus = q.prefill.gpus() * u64::from(q.prefill_workers) + q.decode.gpus() * u64::from(q.decode_workers);
+        let per_gpu = |v: f64| if gpus > 0 { v / gpus as f64 } else { 0.0 };
+        let osl = f64::from(q.osl);
+        let tokens_s = seq_s * osl;
+        let request_latency = ttft + decode.tpot * f64::from(q.osl - 1);
+        let rounded = |mut w: WorkerEstimate| {
+            w.seq_per_s_per_worker = r3(w.seq_per_s_per_worker);
+            w.memory_gib = r3(w.memory_gib);
+            w
+        };
+        Ok(DisaggEstimate {
+            isl: q.isl,
+            osl: q.osl,
+            prefix: q.prefix,
+            concurrency: decode.worker.global_bs * u64::from(q.decode_workers),
+            request_rate: r3(seq_s),
+            ttft_ms: r3(ttft),
+            tpot_ms: r3(decode.tpot),
+            request_latency_ms: r3(request_latency),
+            seq_per_s: r3(seq_s),
+            seq_per_s_per_gpu: r3(per_gpu(seq_s)),
+            tokens_per_s: r3(tokens_s),
+            tokens_per_s_per_gpu: r3(per_gpu(tokens_s)),
+            tokens_per_s_per_user: r3(decode.tokens_per_s_per_user),
+            num_total_gpus: gpus,
+            prefill: rounded(prefill.worker),
+            decode: rounded(decode.worker),
+        })
+    }
+
+    /// The prefill worker: one static context pass of `prefill_batch`
+    /// requests, corrected by 1.1.
+    fn prefill_row(&mut self, q: &DisaggQuery) -> Result<StaticRow, ServingError> {
+        let p = q.prefill;
+        let shape = Server::shape(&p, q.prefill_batch, q.isl, q.osl);
+        let sums = self.step.context_sums(&shape, q.prefix)?;
+        let context_ms = sums.scaled_total(PREFILL_LATENCY_CORRECTION);
+        let ttft = context_ms;
+        let request_latency = ttft;
+        let global_bs = u64::from(q.prefill_batch) * u64::from(p.dp);
+        let seq_s =
+            if request_latency == 0.0 { 0.0 } else { global_bs as f64 / request_latency * 1000.0 * f64::from(p.pp) };
+        let moe = self.step.moe_parallel(&shape)?;
+        let memory = self.memory(
+            &shape,
+            &p,
+            moe.map_or(1, |(_, ep)| ep),
+            MemoryAt {
+                batch: f64::from(q.prefill_batch),
+                isl: f64::from(q.isl),
+                osl: 1.0,
+                num_tokens: 0.0,
+                prefix: f64::from(q.prefix),
+                max_seq_len: None,
+            },
+        )?;
+        let fits = memory.fits(self.mem_capacity()?);
+        let quants = self.step.quants(Phase::Context, &shape)?;
+        Ok(StaticRow {
+            ttft: r3(ttft),
+            tpot: 0.0,
+            seq_per_s: r3(seq_s),
+            tokens_per_s_per_user: 0.0,
+            worker: WorkerEstimate {
+                parallel: p,
+                moe_tp: moe.map(|(tp, _)| tp),
+                moe_ep: moe.map(|(_, ep)| ep),
+                bs: q.prefill_batch,
+                global_bs,
+                workers: q.prefill_workers,
+                seq_per_s_per_worker: r3(seq_s),
+                memory_gib: r3(memory.total),
+                memory,
+                quants,
+            },
+            fits,
+        })
+    }
+
+    /// The decode worker: one static generation pass of `decode_batch`
+    /// requests over `osl - 1` tokens, corrected by 1.08.
+    fn decode_row(&mut self, q: &DisaggQuery) -> Result<StaticRow, ServingError> {
+        let p = q.decode;
+        let shape = Server::shape(&p, q.decode_batch, q.isl, q.osl);
+        let sums = self.step.generation_sums(&shape)?;
+        let generation_ms = sums.scaled_total(DECODE_LATENCY_CORRECTION);
+        let generated = f64::from(q.osl - 1);
+        let tpot = if q.osl <= 1 { 0.0 } else { generation_ms / generated };
+        let mut request_latency = 0.0 + tpot * generated;
+        if request_latency == 0.0 {
+            request_latency = generation_ms;
+        }
+        let global_bs = u64::from(q.decode_batch) * u64::from(p.dp);
+        let seq_s =
+            if request_latency == 0.0 { 0.0 } else { global_bs as f64 / request_latency * 1000.0 * f64::from(p.pp) };
+        let moe = self.step.moe_parallel(&shape)?;
+        let memory = self.memory(
+            &shape,
+            &p,
+            moe.map_or(1, |(_, ep)| ep),
+            MemoryAt {
+                batch: f64::from(q.decode_batch),
+                isl: f64::from(q.isl),
+                osl: f64::from(q.osl),
+                num_tokens: f64::from(q.decode_batch),
+                prefix: f64::from(q.prefix),
+                max_seq_len: None,
+            },
+        )?;
+        let fits = memory.fits(self.mem_capacity()?);
+        let quants = self.step.quants(Phase::Generation, &shape)?;
+        Ok(StaticRow {
+            ttft: 0.0,
+            tpot: r3(tpot),
+            seq_per_s: r3(seq_s),
+            tokens_per_s_per_user: r3(if tpot == 0.0 { 0.0 } else { 1000.0 / tpot }),
+            worker: WorkerEstimate {
+                parallel: p,
+                moe_tp: moe.map(|(tp, _)| tp),
+                moe_ep: moe.map(|(_, ep)| ep),
+                bs: q.decode_batch,
+                global_bs,
+                workers: q.decode_workers,
+                seq_per_s_per_worker: r3(seq_s),
+                memory_gib: r3(memory.total),
+                memory,
+                quants,
+            },
+            fits,
+        })
+    }
+}

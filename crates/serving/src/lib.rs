@@ -1,0 +1,21 @@
+//! Serving estimates over the engine step, as aiconfigurator v0.11.0 prices
+//! them: a deployment (a model on a database, a parallel layout, a batch
+//! and a workload) served aggregated (in-flight batching) or disaggregated
+//! (prefill and decode workers), with the memory it needs. Plain Rust over
+//! `aicsql-tables`; the SQL functions are adapters over [`Server`].
+
+mod agg;
+mod backend;
+mod disagg;
+mod error;
+mod memory;
+mod parallel;
+mod server;
+
+pub use agg::{AggEstimate, AggQuery};
+pub use backend::Backend;
+pub use disagg::{DisaggEstimate, DisaggQuery, WorkerEstimate};
+pub use error::ServingError;
+pub use memory::Memory;
+pub use parallel::Parallel;
+pub use server::Server;

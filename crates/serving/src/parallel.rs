@@ -1,0 +1,121 @@
+//! A worker's parallelism, and the spec's label for it.
+//!
+//! Search frames print a worker as `tp8pp1dp1etp1ep8` (dense models whose
+//! MoE widths were never set print `etpNoneepNone`); any such label, or a
+//! bare tensor-parallel degree, names the same deployment here, so a row of
+//! a search can be priced again.
+
+use std::fmt;
+
+use crate::error::ServingError;
+
+/// Tensor, pipeline and attention-data parallelism plus the MoE widths
+/// (`None` where the spec leaves them unset: a dense model, or one of the
+/// two to be inferred from `tp * dp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parallel {
+    pub tp: u32,
+    pub pp: u32,
+    pub dp: u32,
+    pub moe_tp: Option<u32>,
+    pub moe_ep: Option<u32>,
+}
+
+impl Parallel {
+    /// `tp` GPUs, no pipeline or attention data parallelism.
+    pub fn tensor(tp: u32, moe_tp: Option<u32>, moe_ep: Option<u32>) -> Parallel {
+        Parallel { tp, pp: 1, dp: 1, moe_tp, moe_ep }
+    }
+
+    /// Parses the spec's label: `tp`, `pp`, `dp`, `etp`, `ep` in that order,
+    /// each a positive integer (`None` allowed for `etp` / `ep`), and an
+    /// optional trailing `cp1`.
+    pub fn parse(label: &str) -> Result<Parallel, ServingError> {
+        let bad = |why: &str| {
+            ServingError::input(format!(
+                "invalid parallel '{label}': {why} (expected e.g. 'tp8pp1dp1etp1ep8' or 'tp4pp1dp1etpNoneepNone')"
+            ))
+        };
+        let mut rest = label.trim();
+        let tp = field(&mut rest, "tp", false, bad)?.unwrap_or(1);
+        let pp = field(&mut rest, "pp", false, bad)?.unwrap_or(1);
+        let dp = field(&mut rest, "dp", false, bad)?.unwrap_or(1);
+        let moe_tp = field(&mut rest, "etp", true, bad)?;
+        let moe_ep = field(&mut rest, "ep", true, bad)?;
+        if !rest.is_empty() {
+            if field(&mut rest, "cp", false, bad)? != Some(1) {
+                return Err(bad("context parallelism (cp > 1) is not priced by the serving layer"));
+            }
+            if !rest.is_empty() {
+                return Err(bad(&format!("unexpected '{rest}'")));
+            }
+        }
+        Ok(Parallel { tp, pp, dp, moe_tp, moe_ep })
+    }
+
+    /// GPUs of one worker: `tp * pp * dp`.
+    pub fn gpus(&self) -> u64 {
+        u64::from(self.tp) * u64::from(self.pp) * u64::from(self.dp)
+    }
+}
+
+/// Reads `key` and its value off the front of `rest`.
+fn field(
+    rest: &mut &str,
+    key: &str,
+    none_ok: bool,
+    bad: impl Fn(&str) -> ServingError,
+) -> Result<Option<u32>, ServingError> {
+    let after_key = rest.strip_prefix(key).ok_or_else(|| bad(&format!("'{key}' expected at '{rest}'")))?;
+    if none_ok && let Some(after) = after_key.strip_prefix("None") {
+        *rest = after;
+        return Ok(None);
+    }
+    let digits = after_key.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, after) = after_key.split_at(digits);
+    let value: u32 = number.parse().map_err(|_| bad(&format!("'{key}' needs a positive integer")))?;
+    if value == 0 {
+        return Err(bad(&format!("'{key}' must be at least 1")));
+    }
+    *rest = after;
+    Ok(Some(value))
+}
+
+/// The spec's label, `None` for unset MoE widths.
+impl fmt::Display for Parallel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let width = |v: Option<u32>| v.map_or_else(|| "None".to_string(), |v| v.to_string());
+        write!(f, "tp{}pp{}dp{}etp{}ep{}", self.tp, self.pp, self.dp, width(self.moe_tp), width(self.moe_ep))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_round_trip() {
+        for label in ["tp8pp1dp1etp1ep8", "tp4pp1dp1etpNoneepNone", "tp1pp2dp4etp2ep4", "tp2pp1dp1etpNoneep2"] {
+            let Ok(p) = Parallel::parse(label) else { panic!("{label} did not parse") };
+            assert_eq!(p.to_string(), label);
+        }
+        let Ok(p) = Parallel::parse("tp8pp1dp1etp1ep8cp1") else { panic!("cp1") };
+        assert_eq!(p, Parallel { tp: 8, pp: 1, dp: 1, moe_tp: Some(1), moe_ep: Some(8) });
+    }
+
+    #[test]
+    fn bad_labels_say_why() {
+        for (label, why) in [
+            ("tp8", "'pp' expected"),
+            ("tp0pp1dp1etp1ep1", "'tp' must be at least 1"),
+            ("pp1tp8dp1etp1ep8", "'tp' expected"),
+            ("tp8pp1dp1etp1ep8cp2", "cp > 1"),
+            ("tp8pp1dp1etp1ep8x", "'cp' expected"),
+            ("tpNonepp1dp1etp1ep1", "'tp' needs a positive integer"),
+        ] {
+            let Err(e) = Parallel::parse(label) else { panic!("{label} parsed") };
+            let text = e.to_string();
+            assert!(text.contains(why) && text.contains(label), "{label}: {text}");
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! A model on a database, ready to price many deployments.
+
+use aicsql_tables::{DataTree, MemoryInputs, Num, StepModel, StepShape, SystemSpec, system_spec};
+
+use crate::backend::Backend;
+use crate::error::ServingError;
+use crate::memory::{Memory, MemoryAt};
+use crate::parallel::Parallel;
+
+/// The step model plus what serving adds: the system's memory constants and
+/// the runtime's policies. Build one per (model, database) and keep it; the
+/// tables and op lists it resolves are reused by every estimate.
+pub struct Server<'a> {
+    pub(crate) step: StepModel<'a>,
+    pub(crate) backend: Backend,
+    pub(crate) system: SystemSpec,
+    pub(crate) model: String,
+    pub(crate) version: String,
+}
+
+impl<'a> Server<'a> {
+    /// `model` (`Org/Name`) on `system/backend/version`.
+    pub fn new(
+        tree: &'a DataTree,
+        model: &str,
+        system: &str,
+        backend: &str,
+        version: &str,
+        shared_layer: bool,
+    ) -> Result<Server<'a>, ServingError> {
+        let serving = Backend::from_name(backend)?;
+        let step = StepModel::new(tree, model, system, backend, version, shared_layer)?;
+        let (spec, _) = system_spec(tree, system).map_err(|e| ServingError::Step(e.into()))?;
+        Ok(Server { step, backend: serving, system: spec, model: model.to_string(), version: version.to_string() })
+    }
+
+    /// The step model underneath (for per-op breakdowns).
+    pub fn step_model(&mut self) -> &mut StepModel<'a> {
+        &mut self.step
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The database's system (`h200_sxm`).
+    pub fn system(&self) -> &str {
+        &self.system.system
+    }
+
+    /// The database's backend version (`0.19.0`).
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The model (`Org/Name`).
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The step shape of one static pass of a worker at `parallel`.
+    pub(crate) fn shape(parallel: &Parallel, batch: u32, isl: u32, osl: u32) -> StepShape {
+        StepShape { tp: parallel.tp, batch, isl, osl, moe_tp: parallel.moe_tp, moe_ep: parallel.moe_ep }
+    }
+
+    /// The serving layer prices one worker of `tp` GPUs; pipeline and
+    /// attention data parallelism are refused by name until the step has them.
+    pub(crate) fn check_parallel(&self, parallel: &Parallel) -> Result<(), ServingError> {
+        if parallel.pp != 1 || parallel.dp != 1 {
+            return Err(ServingError::input(format!(
+                "parallel {parallel}: pipeline (pp > 1) and attention data parallelism (dp > 1) are not priced yet; the engine step covers pp = dp = 1"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The memory model of one GPU of a worker at `parallel` (`shape` picks
+    /// the op list whose weights count).
+    pub(crate) fn memory(
+        &mut self,
+        shape: &StepShape,
+        parallel: &Parallel,
+        moe_ep: i64,
+        at: MemoryAt,
+    ) -> Result<Memory, ServingError> {
+        let inputs: MemoryInputs = self.step.memory_inputs(shape)?;
+        let nccl = self.system.nccl_mem_for(i64::from(parallel.tp.min(8))).ok_or_else(|| {
+            ServingError::input(format!(
+                "system '{}' has no misc.nccl_mem entry for tp {} (the spec's memory model needs it)",
+                self.system.system,
+                parallel.tp.min(8)
+            ))
+        })?;
+        let others = self.system.other_mem.ok_or_else(|| {
+            ServingError::input(format!(
+                "system '{}' has no misc.other_mem (the spec's memory model needs it)",
+                self.system.system
+            ))
+        })?;
+        Memory::compute(self.backend, &inputs, parallel, moe_ep, nccl.as_f64(), others.as_f64(), at)
+    }
+
+    /// `gpu.mem_capacity` in bytes.
+    pub(crate) fn mem_capacity(&self) -> Result<f64, ServingError> {
+        self.system
+            .mem_capacity
+            .map(Num::as_f64)
+            .ok_or_else(|| ServingError::input(format!("system '{}' has no gpu.mem_capacity", self.system.system)))
+    }
+}

@@ -1,0 +1,368 @@
+//! Every point of `serving_point_goldens.parquet` on the Rust path: agg
+//! points equal (f64 bits) on every numeric field of the spec's result dict
+//! but the power fields (energy is not modelled), disagg points equal on
+//! every field (both at the spec's 3 decimals), string fields equal, error
+//! points an error, and the KV-cache warning where the spec gives one.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::PathBuf;
+
+use aicsql_serving::{AggEstimate, AggQuery, DisaggEstimate, DisaggQuery, Parallel, Server, WorkerEstimate};
+use aicsql_tables::DataTree;
+use arrow::array::{Array, AsArray};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde_json::Value;
+
+fn data_dir() -> PathBuf {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("AICSQL_DATA")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("aicsql")))
+        .unwrap_or_else(|| var("HOME").unwrap_or_else(|| PathBuf::from(".")).join(".cache").join("aicsql"))
+}
+
+fn goldens_path() -> PathBuf {
+    std::env::var_os("AICSQL_GOLDENS")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/goldens"))
+        .join("serving_point_goldens.parquet")
+}
+
+struct Point {
+    id: String,
+    mode: String,
+    model: String,
+    db: String,
+    args: serde_json::Map<String, Value>,
+    error: Option<String>,
+    warning: Option<String>,
+    raw: Option<serde_json::Map<String, Value>>,
+}
+
+fn points() -> Vec<Point> {
+    let path = goldens_path();
+    let file = File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let col = |name: &str| {
+            let c = batch.column_by_name(name).unwrap_or_else(|| panic!("goldens lack {name}"));
+            let c =
+                arrow::compute::cast(c, &arrow::datatypes::DataType::Utf8).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let a = c.as_string::<i32>().clone();
+            move |i: usize| (!a.is_null(i)).then(|| a.value(i).to_string())
+        };
+        let (id, mode, model, db, args, error, warning, raw) = (
+            col("point_id"),
+            col("mode"),
+            col("model"),
+            col("db"),
+            col("args"),
+            col("error"),
+            col("kv_cache_warning"),
+            col("raw"),
+        );
+        let object = |text: Option<String>| -> Option<serde_json::Map<String, Value>> {
+            text.map(|t| match serde_json::from_str::<Value>(&t) {
+                Ok(Value::Object(m)) => m,
+                other => panic!("not a JSON object: {other:?}"),
+            })
+        };
+        for i in 0..batch.num_rows() {
+            out.push(Point {
+                id: id(i).unwrap_or_default(),
+                mode: mode(i).unwrap_or_default(),
+                model: model(i).unwrap_or_default(),
+                db: db(i).unwrap_or_default(),
+                args: object(args(i)).unwrap_or_default(),
+                error: error(i).filter(|e| !e.is_empty()),
+                warning: warning(i).filter(|e| !e.is_empty()),
+                raw: object(raw(i)),
+            });
+        }
+    }
+    out
+}
+
+fn arg(args: &serde_json::Map<String, Value>, name: &str) -> Option<u32> {
+    args.get(name).and_then(Value::as_u64).map(|v| u32::try_from(v).unwrap_or_else(|_| panic!("{name} = {v}")))
+}
+
+fn need(args: &serde_json::Map<String, Value>, name: &str) -> u32 {
+    arg(args, name).unwrap_or_else(|| panic!("golden args lack {name}: {args:?}"))
+}
+
+/// Our value of one field of the spec's dict.
+#[derive(Debug, PartialEq)]
+enum Field {
+    Num(f64),
+    Text(String),
+    Null,
+}
+
+fn opt(v: Option<i64>) -> Field {
+    v.map_or(Field::Null, |v| Field::Num(v as f64))
+}
+
+fn n(v: impl Into<f64>) -> Field {
+    Field::Num(v.into())
+}
+
+fn agg_fields(e: &AggEstimate, server: &Server) -> BTreeMap<&'static str, Field> {
+    let p = &e.parallel;
+    BTreeMap::from([
+        ("model", Field::Text(server.model().to_string())),
+        ("isl", n(e.isl)),
+        ("osl", n(e.osl)),
+        ("prefix", n(e.prefix)),
+        ("concurrency", n(e.concurrency as f64)),
+        ("request_rate", n(e.request_rate)),
+        ("bs", n(e.bs)),
+        ("global_bs", n(e.global_bs as f64)),
+        ("ttft", n(e.ttft_ms)),
+        ("tpot", n(e.tpot_ms)),
+        ("seq/s", n(e.seq_per_s)),
+        ("seq/s/gpu", n(e.seq_per_s_per_gpu)),
+        ("tokens/s", n(e.tokens_per_s)),
+        ("tokens/s/gpu", n(e.tokens_per_s_per_gpu)),
+        ("tokens/s/user", n(e.tokens_per_s_per_user)),
+        ("request_latency", n(e.request_latency_ms)),
+        ("encoder_latency", n(0.0)),
+        ("encoder_memory", n(0.0)),
+        ("num_total_gpus", n(e.num_total_gpus as f64)),
+        ("tp", n(p.tp)),
+        ("pp", n(p.pp)),
+        ("dp", n(p.dp)),
+        ("moe_tp", opt(e.moe_tp)),
+        ("moe_ep", opt(e.moe_ep)),
+        ("cp", n(1)),
+        ("parallel", Field::Text(label(p, e.moe_tp, e.moe_ep))),
+        ("gemm", Field::Text(e.quants.gemm.name().to_string())),
+        ("kvcache", Field::Text(e.quants.kv.name().to_string())),
+        ("fmha", Field::Text(e.quants.fmha.name().to_string())),
+        ("moe", Field::Text(e.quants.moe.name().to_string())),
+        ("comm", Field::Text("half".to_string())),
+        ("memory", n(e.memory.total)),
+        ("balance_score", n(e.balance_score)),
+        ("num_ctx_reqs", n(e.num_ctx_reqs)),
+        ("num_gen_reqs", n(e.num_gen_reqs)),
+        ("num_tokens", n(e.num_tokens)),
+        ("ctx_tokens", n(e.ctx_tokens)),
+        ("gen_tokens", n(e.num_gen_reqs)),
+        ("backend", Field::Text(server.backend().name().to_string())),
+        ("version", Field::Text(server.version().to_string())),
+        ("system", Field::Text(server.system().to_string())),
+    ])
+}
+
+/// The label with the MoE widths the spec resolved.
+fn label(p: &Parallel, moe_tp: Option<i64>, moe_ep: Option<i64>) -> String {
+    let w = |v: Option<i64>| v.map_or_else(|| "None".to_string(), |v| v.to_string());
+    format!("tp{}pp{}dp{}etp{}ep{}", p.tp, p.pp, p.dp, w(moe_tp), w(moe_ep))
+}
+
+fn disagg_fields(e: &DisaggEstimate, server: &Server) -> BTreeMap<String, Field> {
+    let mut out: BTreeMap<String, Field> = BTreeMap::new();
+    let mut put = |k: &str, v: Field| {
+        out.insert(k.to_string(), v);
+    };
+    put("model", Field::Text(server.model().to_string()));
+    put("isl", n(e.isl));
+    put("osl", n(e.osl));
+    put("prefix", n(e.prefix));
+    put("concurrency", n(e.concurrency as f64));
+    put("request_rate", n(e.request_rate));
+    put("ttft", n(e.ttft_ms));
+    put("tpot", n(e.tpot_ms));
+    put("request_latency", n(e.request_latency_ms));
+    put("encoder_latency", n(0.0));
+    put("seq/s", n(e.seq_per_s));
+    put("seq/s/gpu", n(e.seq_per_s_per_gpu));
+    put("tokens/s", n(e.tokens_per_s));
+    put("tokens/s/gpu", n(e.tokens_per_s_per_gpu));
+    put("tokens/s/user", n(e.tokens_per_s_per_user));
+    put("num_total_gpus", n(e.num_total_gpus as f64));
+    for (side, w) in [("p", &e.prefill), ("d", &e.decode)] {
+        let WorkerEstimate {
+            parallel: p,
+            moe_tp,
+            moe_ep,
+            bs,
+            global_bs,
+            workers,
+            seq_per_s_per_worker,
+            memory_gib,
+            quants,
+            ..
+        } = w;
+        let k = |name: &str| format!("({side}){name}");
+        put(&k("bs"), n(*bs));
+        put(&k("global_bs"), n(*global_bs as f64));
+        put(&k("workers"), n(*workers));
+        put(&k("seq/s/worker"), n(*seq_per_s_per_worker));
+        put(&k("tp"), n(p.tp));
+        put(&k("pp"), n(p.pp));
+        put(&k("dp"), n(p.dp));
+        put(&k("moe_tp"), opt(*moe_tp));
+        put(&k("moe_ep"), opt(*moe_ep));
+        if side == "p" {
+            put(&k("cp"), n(1));
+        }
+        put(&k("parallel"), Field::Text(label(p, *moe_tp, *moe_ep)));
+        put(&k("gemm"), Field::Text(quants.gemm.name().to_string()));
+        put(&k("kvcache"), Field::Text(quants.kv.name().to_string()));
+        put(&k("fmha"), Field::Text(quants.fmha.name().to_string()));
+        put(&k("moe"), Field::Text(quants.moe.name().to_string()));
+        put(&k("comm"), Field::Text("half".to_string()));
+        put(&k("memory"), n(*memory_gib));
+        put(&k("backend"), Field::Text(server.backend().name().to_string()));
+        put(&k("version"), Field::Text(server.version().to_string()));
+        put(&k("system"), Field::Text(server.system().to_string()));
+    }
+    put("(e)workers", n(0));
+    put("(e)tp", n(0));
+    put("(e)pp", n(0));
+    put("(e)parallel", Field::Text(String::new()));
+    put("(e)memory", n(0.0));
+    out
+}
+
+/// The spec's value as a [`Field`].
+fn spec_field(v: &Value) -> Field {
+    match v {
+        Value::Null => Field::Null,
+        Value::Number(x) => Field::Num(x.as_f64().unwrap_or(f64::NAN)),
+        Value::String(s) => Field::Text(s.clone()),
+        other => Field::Text(other.to_string()),
+    }
+}
+
+const NOT_MODELLED: [&str; 2] = ["power_w", "power_coverage"];
+
+fn compare<K: AsRef<str>>(
+    raw: &serde_json::Map<String, Value>,
+    ours: &BTreeMap<K, Field>,
+    counts: &mut BTreeMap<String, (usize, usize)>,
+    failures: &mut Vec<String>,
+    id: &str,
+) {
+    let ours: BTreeMap<&str, &Field> = ours.iter().map(|(k, v)| (k.as_ref(), v)).collect();
+    for (key, value) in raw {
+        if NOT_MODELLED.contains(&key.as_str()) {
+            continue;
+        }
+        let entry = counts.entry(key.clone()).or_default();
+        let expected = spec_field(value);
+        let equal = match (ours.get(key.as_str()), &expected) {
+            (Some(Field::Num(a)), Field::Num(b)) => a.to_bits() == b.to_bits(),
+            (Some(a), b) => *a == b,
+            (None, _) => false,
+        };
+        if equal {
+            entry.0 += 1;
+        } else {
+            entry.1 += 1;
+            failures.push(format!("{id} {key}: spec {expected:?}, ours {:?}", ours.get(key.as_str())));
+        }
+    }
+    for key in ours.keys() {
+        if !raw.contains_key(*key) {
+            failures.push(format!("{id}: field {key} is not in the spec's dict"));
+        }
+    }
+}
+
+#[test]
+fn every_serving_golden_point() {
+    let dir = data_dir();
+    let tree = DataTree::open(&[&dir]).unwrap_or_else(|e| {
+        panic!("perf data not found in {} ({e}); run `cargo run -- data fetch` first", dir.display())
+    });
+    let all = points();
+    assert!(all.len() >= 80, "expected the serving goldens, found {} points", all.len());
+    let mut servers: BTreeMap<(String, String), Server> = BTreeMap::new();
+    let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut failures = Vec::new();
+    let (mut agg_ok, mut disagg_ok, mut errors_ok) = (0, 0, 0);
+    for p in &all {
+        let key = (p.model.clone(), p.db.clone());
+        if !servers.contains_key(&key) {
+            let parts: Vec<&str> = p.db.split('/').collect();
+            let [system, backend, version] = parts[..] else { panic!("db {}", p.db) };
+            let server = Server::new(&tree, &p.model, system, backend, version, true)
+                .unwrap_or_else(|e| panic!("{} on {}: {e}", p.model, p.db));
+            servers.insert(key.clone(), server);
+        }
+        let Some(server) = servers.get_mut(&key) else { unreachable!() };
+        let a = &p.args;
+        let result: Result<(BTreeMap<String, Field>, Option<String>), String> = match p.mode.as_str() {
+            "agg" => {
+                let q = AggQuery {
+                    parallel: Parallel::tensor(need(a, "tp_size"), arg(a, "moe_tp_size"), arg(a, "moe_ep_size")),
+                    batch: need(a, "batch_size"),
+                    isl: need(a, "isl"),
+                    osl: need(a, "osl"),
+                    prefix: arg(a, "prefix").unwrap_or(0),
+                    ctx_tokens: arg(a, "ctx_tokens"),
+                };
+                server.estimate_agg(&q).map_err(|e| e.to_string()).map(|e| {
+                    let fields = agg_fields(&e, server).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+                    (fields, e.warning)
+                })
+            }
+            "disagg" => {
+                let side = |s: &str| {
+                    Parallel::tensor(
+                        need(a, &format!("{s}_tp_size")),
+                        arg(a, &format!("{s}_moe_tp_size")),
+                        arg(a, &format!("{s}_moe_ep_size")),
+                    )
+                };
+                let q = DisaggQuery {
+                    prefill: side("prefill"),
+                    prefill_batch: need(a, "prefill_batch_size"),
+                    prefill_workers: need(a, "prefill_num_workers"),
+                    decode: side("decode"),
+                    decode_batch: need(a, "decode_batch_size"),
+                    decode_workers: need(a, "decode_num_workers"),
+                    isl: need(a, "isl"),
+                    osl: need(a, "osl"),
+                    prefix: arg(a, "prefix").unwrap_or(0),
+                };
+                server.estimate_disagg(&q).map_err(|e| e.to_string()).map(|e| (disagg_fields(&e, server), None))
+            }
+            other => panic!("mode {other}"),
+        };
+        let id = format!("{} {} {} {} {:?}", p.id, p.mode, p.model, p.db, p.args);
+        match (&p.error, result) {
+            (Some(_), Err(_)) => errors_ok += 1,
+            (Some(spec), Ok(_)) => failures.push(format!("{id}: the spec fails ({spec}), ours prices it")),
+            (None, Err(e)) => failures.push(format!("{id}: ours fails: {e}")),
+            (None, Ok((fields, warning))) => {
+                let Some(raw) = &p.raw else { panic!("{id}: no raw and no error") };
+                let before = failures.len();
+                compare(raw, &fields, &mut counts, &mut failures, &id);
+                if warning != p.warning {
+                    failures.push(format!("{id}: warning spec {:?}, ours {warning:?}", p.warning));
+                }
+                if failures.len() == before {
+                    if p.mode == "agg" { agg_ok += 1 } else { disagg_ok += 1 }
+                }
+            }
+        }
+    }
+    println!(
+        "{agg_ok} agg and {disagg_ok} disagg points equal on every field, {errors_ok} error points fail on ours too"
+    );
+    for (field, (equal, differ)) in &counts {
+        println!("  {field}: {equal} equal, {differ} differ");
+    }
+    for f in failures.iter().take(400) {
+        println!("FAIL {f}");
+    }
+    assert!(failures.is_empty(), "{} failures", failures.len());
+}
