@@ -55,17 +55,30 @@ impl SessionBuilder {
 
     /// The configuration every aicsql session starts from.
     pub fn default_config() -> SessionConfig {
-        SessionConfig::new().with_information_schema(true).with_option_extension(AicOptions::default())
+        Self::keep_estimates_in_place(
+            SessionConfig::new().with_information_schema(true).with_option_extension(AicOptions::default()),
+        )
+    }
+
+    /// DataFusion 55's leaf-expression pushdown moves `get_field` of a
+    /// column below a filter by inlining the column's definition, so
+    /// `SELECT e['ttft_ms'] FROM (SELECT estimate_agg(...) AS e FROM t WHERE ...)`
+    /// would price (and fail on) the rows the filter drops. The estimators
+    /// are expensive and can fail: aicsql sessions turn that rewrite off.
+    fn keep_estimates_in_place(mut config: SessionConfig) -> SessionConfig {
+        config.options_mut().optimizer.enable_leaf_expression_pushdown = false;
+        config
     }
 
     /// Replaces the session configuration (the `aic` options and
-    /// `information_schema` are added if missing).
+    /// `information_schema` are added if missing, leaf-expression pushdown
+    /// is turned off; see [`Self::default_config`]).
     pub fn config(mut self, config: SessionConfig) -> Self {
         let mut config = config.with_information_schema(true);
         if config.options().extensions.get::<AicOptions>().is_none() {
             config = config.with_option_extension(AicOptions::default());
         }
-        self.config = config;
+        self.config = Self::keep_estimates_in_place(config);
         self
     }
 

@@ -81,12 +81,12 @@ impl Server<'_> {
         Ok(estimate)
     }
 
-    /// The agg memory breakdown and whether it fits; `Ok` even when it
-    /// does not fit (the breakdown says by how much). Every step of the
-    /// estimate is priced first, as the spec does, so a miss stays a miss.
-    pub fn agg_memory(&mut self, q: &AggQuery) -> Result<(Memory, bool), ServingError> {
-        let (estimate, fits) = self.agg_unchecked(q)?;
-        Ok((estimate.memory, fits))
+    /// The agg memory breakdown and the GPU's capacity (GiB); `Ok` even
+    /// when it does not fit (the breakdown says by how much). Every step of
+    /// the estimate is priced first, as the spec does, so a miss stays a miss.
+    pub fn agg_memory(&mut self, q: &AggQuery) -> Result<(Memory, f64), ServingError> {
+        let (estimate, _) = self.agg_unchecked(q)?;
+        Ok((estimate.memory, self.mem_capacity()? / crate::memory::GIB))
     }
 
     pub(crate) fn oom(&self, p: &Parallel) -> ServingError {

@@ -11,7 +11,7 @@ use crate::backend::Backend;
 use crate::error::ServingError;
 use crate::parallel::Parallel;
 
-const GIB: f64 = (1u64 << 30) as f64;
+pub(crate) const GIB: f64 = (1u64 << 30) as f64;
 
 /// Memory of one GPU, GiB.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -5,6 +5,7 @@
 
 use datafusion::common::DataFusionError;
 
+use aicsql_serving::ServingError;
 use aicsql_tables::error::{ErrorClass, TablesError};
 use aicsql_tables::step::StepError;
 
@@ -23,6 +24,15 @@ pub fn step_error(function: &str, model: &str, db: &str, error: StepError) -> Da
         StepError::Data(e) if e.class() == ErrorClass::Internal => {
             DataFusionError::Internal(format!("{function}: {model} on {db}: {e}"))
         }
+        other => DataFusionError::Execution(format!("{function}: {model} on {db}: {other}")),
+    }
+}
+
+/// A serving error of `model` on `db` as `function`'s error (misses and
+/// OOMs are handled by the caller, under `aic.on_miss`).
+pub fn serving_error(function: &str, model: &str, db: &str, error: ServingError) -> DataFusionError {
+    match error {
+        ServingError::Step(e) => step_error(function, model, db, e),
         other => DataFusionError::Execution(format!("{function}: {model} on {db}: {other}")),
     }
 }

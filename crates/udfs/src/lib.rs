@@ -8,15 +8,20 @@ pub mod config;
 pub mod database;
 pub mod engine_step;
 pub mod errors;
+pub mod estimate_agg;
+pub mod estimate_disagg;
+pub mod estimate_memory;
 mod gemm_args;
 pub mod gemm_latency;
 pub mod gemm_sol;
 pub mod gemm_trace;
 pub mod rows;
+mod serving_args;
 pub mod step_args;
 pub mod step_latency;
 mod step_models;
 pub mod step_status;
+mod struct_out;
 
 use std::sync::Arc;
 
@@ -28,6 +33,9 @@ use aicsql_tables::DataTree;
 
 pub use config::{AicOptions, OnMiss};
 pub use engine_step::EngineStep;
+pub use estimate_agg::EstimateAgg;
+pub use estimate_disagg::EstimateDisagg;
+pub use estimate_memory::EstimateMemory;
 pub use gemm_latency::GemmLatency;
 pub use gemm_sol::GemmSolFn;
 pub use gemm_trace::GemmTrace;
@@ -75,6 +83,9 @@ pub fn scalar_functions(tree: &Arc<DataTree>) -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(GemmSolFn::new(Arc::clone(tree))),
         ScalarUDF::new_from_impl(StepLatency::new(Arc::clone(tree))),
         ScalarUDF::new_from_impl(StepStatus::new(Arc::clone(tree))),
+        ScalarUDF::new_from_impl(EstimateAgg::new(Arc::clone(tree))),
+        ScalarUDF::new_from_impl(EstimateMemory::new(Arc::clone(tree))),
+        ScalarUDF::new_from_impl(EstimateDisagg::new(Arc::clone(tree))),
     ]
 }
 

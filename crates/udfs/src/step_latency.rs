@@ -10,7 +10,7 @@ use datafusion::common::Result;
 use datafusion::logical_expr::{ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature};
 
 use aicsql_tables::DataTree;
-use aicsql_tables::step::StepError;
+use aicsql_tables::step::{StepError, StepModel};
 
 use crate::config::{AicOptions, OnMiss};
 use crate::errors::step_error;
@@ -52,7 +52,7 @@ impl ScalarUDFImpl for StepLatency {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
         let calls = StepCalls::new(NAME, &args.args, args.number_rows)?;
-        let mut models = Models::new(NAME, &self.tree, &options);
+        let mut models: Models<StepModel> = Models::new(NAME, &self.tree, &options);
         let mut out = Float64Builder::with_capacity(calls.rows);
         for row in 0..calls.rows {
             let Some(call) = calls.get(row)? else {

@@ -1,7 +1,8 @@
-//! The step models of one batch of a step function: each distinct
-//! (model, db) pair is resolved and built once, and consecutive rows that
-//! share it skip even the lookup.
+//! The step models (or serving models) of one batch of a function: each
+//! distinct (model, db) pair is resolved and built once, and consecutive
+//! rows that share it skip even the lookup.
 
+use aicsql_serving::{Server, ServingError};
 use aicsql_tables::DataTree;
 use aicsql_tables::step::{StepError, StepModel};
 use datafusion::common::DataFusionError;
@@ -29,23 +30,61 @@ impl From<NoModel> for DataFusionError {
     }
 }
 
+/// What a batch keeps per (model, db): a step model, or a serving model.
+pub(crate) trait Built<'a>: Sized {
+    fn build(
+        tree: &'a DataTree,
+        model: &str,
+        system: &str,
+        backend: &str,
+        version: &str,
+        shared: bool,
+    ) -> Result<Self, ServingError>;
+}
+
+impl<'a> Built<'a> for StepModel<'a> {
+    fn build(
+        tree: &'a DataTree,
+        model: &str,
+        system: &str,
+        backend: &str,
+        version: &str,
+        shared: bool,
+    ) -> Result<Self, ServingError> {
+        Ok(StepModel::new(tree, model, system, backend, version, shared)?)
+    }
+}
+
+impl<'a> Built<'a> for Server<'a> {
+    fn build(
+        tree: &'a DataTree,
+        model: &str,
+        system: &str,
+        backend: &str,
+        version: &str,
+        shared: bool,
+    ) -> Result<Self, ServingError> {
+        Server::new(tree, model, system, backend, version, shared)
+    }
+}
+
 /// The models of one batch, resolved once per distinct (model, db) pair.
-pub(crate) struct Models<'a> {
+pub(crate) struct Models<'a, T = StepModel<'a>> {
     function: &'static str,
     tree: &'a DataTree,
     options: &'a AicOptions,
-    entries: Vec<(String, String, String, StepModel<'a>)>,
+    entries: Vec<(String, String, String, T)>,
     last: usize,
 }
 
-impl<'a> Models<'a> {
+impl<'a, T: Built<'a>> Models<'a, T> {
     pub(crate) fn new(function: &'static str, tree: &'a DataTree, options: &'a AicOptions) -> Self {
         Self { function, tree, options, entries: Vec::new(), last: 0 }
     }
 
     /// The model for `(model, db)`, and the resolved database name.
-    pub(crate) fn get(&mut self, model: &str, db: &str) -> Result<(&mut StepModel<'a>, &str), NoModel> {
-        let hit = |e: &(String, String, String, StepModel)| e.0 == model && e.1 == db;
+    pub(crate) fn get(&mut self, model: &str, db: &str) -> Result<(&mut T, &str), NoModel> {
+        let hit = |e: &(String, String, String, T)| e.0 == model && e.1 == db;
         let index = match self.entries.get(self.last).filter(|e| hit(e)) {
             Some(_) => self.last,
             None => match self.entries.iter().position(hit) {
@@ -60,7 +99,7 @@ impl<'a> Models<'a> {
                         e => NoModel::Broken(e),
                     })?;
                     let name = database.name();
-                    let step = StepModel::new(
+                    let step = T::build(
                         self.tree,
                         model,
                         &database.system,
@@ -69,8 +108,16 @@ impl<'a> Models<'a> {
                         self.options.shared_layer,
                     )
                     .map_err(|e| match e {
-                        StepError::Data(_) => NoModel::Broken(step_error(function, model, &name, e)),
-                        e => NoModel::Refused { reason: e.to_string(), error: step_error(function, model, &name, e) },
+                        ServingError::Step(e @ StepError::Data(_)) => {
+                            NoModel::Broken(step_error(function, model, &name, e))
+                        }
+                        ServingError::Step(e) => {
+                            NoModel::Refused { reason: e.to_string(), error: step_error(function, model, &name, e) }
+                        }
+                        e => NoModel::Refused {
+                            reason: e.to_string(),
+                            error: DataFusionError::Execution(format!("{function}: {model} on {name}: {e}")),
+                        },
                     })?;
                     self.entries.push((model.to_string(), db.to_string(), name, step));
                     self.entries.len() - 1

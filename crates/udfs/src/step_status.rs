@@ -12,7 +12,7 @@ use datafusion::common::Result;
 use datafusion::logical_expr::{ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature};
 
 use aicsql_tables::DataTree;
-use aicsql_tables::step::StepError;
+use aicsql_tables::step::{StepError, StepModel};
 
 use crate::config::AicOptions;
 use crate::errors::step_error;
@@ -57,7 +57,7 @@ impl ScalarUDFImpl for StepStatus {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
         let calls = StepCalls::new(NAME, &args.args, args.number_rows)?;
-        let mut models = Models::new(NAME, &self.tree, &options);
+        let mut models: Models<StepModel> = Models::new(NAME, &self.tree, &options);
         let mut out = StringBuilder::new();
         for row in 0..calls.rows {
             // A bad phase or shape is the query's mistake, not a status: it fails as in step_latency.

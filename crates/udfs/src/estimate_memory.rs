@@ -1,0 +1,127 @@
+//! `estimate_memory(...)`, the arguments of `estimate_agg`: the memory one
+//! GPU of that aggregated deployment needs, broken down as the spec's
+//! memory model counts it, and whether it fits. A deployment that does not
+//! fit is an answer here (`fits = false`), not a miss.
+
+use std::sync::{Arc, OnceLock};
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::Result;
+use datafusion::logical_expr::{ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature};
+
+use aicsql_serving::Server;
+use aicsql_tables::DataTree;
+
+use crate::config::{AicOptions, OnMiss};
+use crate::errors::serving_error;
+use crate::estimate_agg::{AGG_ARGUMENTS, agg_query};
+use crate::serving_args::Calls;
+use crate::step_models::Models;
+use crate::struct_out::{Kind, Schema, StructOut, Value, struct_type};
+use crate::{DOC_SECTION_AICSQL, SharedTree};
+
+const NAME: &str = "estimate_memory";
+
+const FIELDS: &Schema = &[
+    ("weights_gib", Kind::F64),
+    ("activations_gib", Kind::F64),
+    ("kvcache_gib", Kind::F64),
+    ("nccl_gib", Kind::F64),
+    ("others_gib", Kind::F64),
+    ("total_gib", Kind::F64),
+    ("capacity_gib", Kind::F64),
+    ("fits", Kind::Bool),
+    ("reason", Kind::Text),
+];
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct EstimateMemory {
+    tree: SharedTree,
+    signature: Signature,
+}
+
+impl EstimateMemory {
+    pub fn new(tree: Arc<DataTree>) -> Self {
+        Self { tree: SharedTree(tree), signature: AGG_ARGUMENTS.signature() }
+    }
+}
+
+impl ScalarUDFImpl for EstimateMemory {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        AGG_ARGUMENTS.coerce(NAME, arg_types)
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(struct_type(FIELDS))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let options = AicOptions::from_config(&args.config_options)?;
+        let calls = Calls::new(NAME, &AGG_ARGUMENTS, &args.args, args.number_rows)?;
+        let mut servers: Models<Server> = Models::new(NAME, &self.tree, &options);
+        let mut out = StructOut::new(NAME, FIELDS, calls.rows);
+        for row in 0..calls.rows {
+            let Some((model, db, q)) = agg_query(&calls, row)? else {
+                out.push_null();
+                continue;
+            };
+            let (server, db_name) = servers.get(model, db)?;
+            match server.agg_memory(&q) {
+                Ok((m, capacity_gib)) => out.push(&[
+                    m.weights.into(),
+                    m.activations.into(),
+                    m.kvcache.into(),
+                    m.nccl.into(),
+                    m.others.into(),
+                    m.total.into(),
+                    capacity_gib.into(),
+                    (m.total < capacity_gib).into(),
+                    Value::Null,
+                ])?,
+                Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => out.push_reason(&e.to_string())?,
+                Err(e) => return Err(serving_error(NAME, model, db_name, e)),
+            }
+        }
+        calls.finish(out.finish()?)
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        static DOC: OnceLock<Documentation> = OnceLock::new();
+        Some(DOC.get_or_init(|| {
+            Documentation::builder(
+                DOC_SECTION_AICSQL,
+                "The memory one GPU of an aggregated deployment needs, as aiconfigurator v0.11.0's memory model \
+                 counts it (the arguments of estimate_agg): weights (the context op list's, over pp), activations \
+                 (the backend's per-family coefficients and floor), KV cache (batch x (isl + osl) tokens), NCCL \
+                 buffers and other runtime memory, in GiB; total_gib = estimate_agg(...)['memory_gib']. fits is \
+                 the spec's OOM rule (total < the GPU's capacity). Every step of the estimate is priced first, as \
+                 the spec does, so a perf-data miss gives NULL fields and a reason (an error under aic.on_miss = 'error').",
+                "estimate_memory(model, db, parallel, batch, isl, osl [, prefix [, ctx_tokens [, moe_tp, moe_ep]]])",
+            )
+            .with_sql_example(
+                "```sql\n> SELECT m['total_gib'] AS total, m['fits'] AS fits\n  \
+                 FROM (SELECT estimate_memory('Qwen/Qwen3-32B', 'gb200/sglang/0.5.14', 1, 64, 8192, 512) AS m);\n\
+                 203.25092620849608 | false\n```",
+            )
+            .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
+            .with_argument("db", "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).")
+            .with_argument("parallel", "An integer tp, or the spec's parallel label (see estimate_agg).")
+            .with_argument("batch", "Concurrent requests per worker, >= 1.")
+            .with_argument("isl", "Input sequence length, >= 1.")
+            .with_argument("osl", "Output sequence length, >= 1.")
+            .with_argument("prefix", "Cached prefix tokens of each request (NULL or absent: 0).")
+            .with_argument("ctx_tokens", "Prefill tokens admitted per step (NULL or absent: isl).")
+            .with_argument("moe_tp", "MoE models: expert tensor parallelism (NULL: inferred).")
+            .with_argument("moe_ep", "MoE models: expert parallelism (NULL: inferred).")
+            .build()
+        }))
+    }
+}
