@@ -10,6 +10,10 @@ Entry points (see `functions`): `gemm_latency_batch` and `gemm_trace_table`
 The engine step (sections 1-3, 5-11; subpackages `step` and `kernels`):
 `step_latency_batch` (for the Rust bridge), `step_latency` and
 `engine_step` (the op-by-op breakdown).
+
+The serving estimates (subpackage `serving`): `estimate_agg`,
+`estimate_disagg`, `estimate_memory` and their ``*_batch`` forms for the
+bridge (``py_estimate_agg``, ...).
 """
 
 from .data import Database, DataTree, data_dirs, open_tree
@@ -27,6 +31,14 @@ from .functions import (
 )
 from .gemm import GemmMiss, GemmSlice, GemmTable, gemm_sources, load_table
 from .pep440 import Version
+from .serving import (
+    estimate_agg,
+    estimate_agg_batch,
+    estimate_disagg,
+    estimate_disagg_batch,
+    estimate_memory,
+    estimate_memory_batch,
+)
 from .sol import GEMM_QUANTS, QuantMode, SystemSpec, gemm_quant
 
 __all__ = [
@@ -43,6 +55,12 @@ __all__ = [
     "Version",
     "data_dirs",
     "engine_step",
+    "estimate_agg",
+    "estimate_agg_batch",
+    "estimate_disagg",
+    "estimate_disagg_batch",
+    "estimate_memory",
+    "estimate_memory_batch",
     "gemm_latency",
     "gemm_latency_batch",
     "gemm_quant",

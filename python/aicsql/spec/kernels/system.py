@@ -53,6 +53,10 @@ class StepSystem:
         # Optional; falls back to the inter-node bandwidth (docs/spec 5.1).
         self.inter_rack_bw = node.get("inter_rack_bw", self.inter_node_bw)
         self.p2p_latency = node.get("p2p_latency")
+        # The whole sections, for the serving memory model (gpu.mem_capacity,
+        # misc.nccl_mem, misc.other_mem: aicsql.spec.serving.memory).
+        self.gpu = dict(gpu)
+        self.misc = dict(misc)
         self.nccl_version = misc.get("nccl_version")
         if self.nccl_version is not None:
             self.nccl_version = str(self.nccl_version)

@@ -13,7 +13,9 @@ Each is one named op of the step (its count 1.0 is a label: the inner ops
 carry their own counts). As the goldens list them, a composite row has no
 quant label and no interp path; its lookup is the first table lookup of the
 inner ops that produced the value (a failed primary lookup is not counted,
-the goldens do not record it).
+the goldens do not record it). Weights: a fallback op weighs its primary's
+weights if positive, else the sum of its fallback ops'; an overlap op ``0.0``
+plus group A's then group B's.
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ class FallbackOp(Op):
         self.fallback = list(fallback)
         self.s_dependent = primary.s_dependent or any(op.s_dependent for op in self.fallback)
 
+    def weights(self) -> float:
+        """The primary's weights if positive, else the fallback ops' (a plain ``sum``, from int 0)."""
+        primary = self.primary.weights()
+        if primary > 0:
+            return primary
+        return sum(op.weights() for op in self.fallback)
+
     def evaluate(self, k, call: Call) -> OpValue:
         try:
             value = self.primary.evaluate(k, call)
@@ -64,6 +73,12 @@ class OverlapOp(Op):
         self.group_a = list(group_a)
         self.group_b = list(group_b)
         self.s_dependent = any(op.s_dependent for op in self.group_a + self.group_b)
+
+    def weights(self) -> float:
+        total = 0.0
+        for op in self.group_a + self.group_b:
+            total += op.weights()
+        return total
 
     def evaluate(self, k, call: Call) -> OpValue:
         a = _sum(k, self.group_a, call)

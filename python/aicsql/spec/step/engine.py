@@ -2,9 +2,11 @@
 11.9; families_hybrid_vl_databases.md 1.7).
 
 Context (static_ctx)
-    every op once with ``x = B * isl`` tokens -- except ops whose name
-    contains ``logits_gemm``, which get ``x = B`` -- and the attention with
-    ``batch_size = B, s = isl, prefix = 0``. Results are summed per op
+    every op once with ``x = B * (isl - prefix)`` tokens -- except ops whose
+    name contains ``logits_gemm``, which get ``x = B`` -- and the attention
+    with ``batch_size = B, s = isl - prefix, prefix`` (``prefix`` cached
+    tokens per request, 0 unless a serving estimate asks; ``isl - prefix <=
+    0`` is the spec's ValueError). Results are summed per op
     *name* (ops sharing a name -- GPT-OSS's and HYBRIDMOE's attention ops --
     add up at the first one's place, starting from 0.0), then the names in
     order; TTFT equals that ``context_latency``.
@@ -21,6 +23,16 @@ Generation (static_gen)
 The FMHA guard (3.2; families_mla 2.4) looks at the context table of the
 family's context op: ``context_mla`` (granular and module MLA tables) for
 DEEPSEEK / KIMIK25 off vllm, else ``context_attention``.
+
+For the serving estimates (``aicsql.spec.serving``) a `PhaseResult` also
+carries the per-name latency dict of the phase (``by_name``, first-appearance
+order: what the spec's ``context_latency_dict`` / ``generation_latency_dict``
+hold), and a `StepContext` gives the context op list's weights
+(`StepContext.weights`, the spec's ``get_weights``) and the KV cache elements
+per token (`StepContext.kv_elements_per_token`). `StepContext.run_ops` runs a
+phase on an already validated layout with the spec's own argument types: the
+mixed step of an aggregated estimate passes numpy-float batch sizes and
+prefixes, which this path receives as Python floats of the same values.
 """
 
 from __future__ import annotations
@@ -130,6 +142,9 @@ class PhaseResult(NamedTuple):
     phase_latency_ms: float  # context_latency or generation_latency
     runs: List[_OpRun]  # every op application (generation: per sample)
     samples: List[Tuple[int, int, int]]  # generation: (i, s, repeat)
+    # Latency per op name, first-appearance order (the spec's phase latency dict;
+    # generation: each name's sampled step values times their repeats).
+    by_name: Optional[Dict[str, float]] = None
 
 
 class StepContext:
@@ -143,6 +158,7 @@ class StepContext:
         self.kernels: Kernels = kernels_for(tree, db, shared_layer)
         _check_modes(self.model)
         self._quants: Dict[str, PhaseQuants] = {}
+        self._ops: Dict[Tuple[str, Parallel], List[Op]] = {}
         self._lock = threading.Lock()
 
     # ---- 3.2: the FMHA guards -------------------------------------------------------
@@ -185,22 +201,48 @@ class StepContext:
         except PerfMiss as miss:
             raise StepMiss(op.name, miss) from None
 
-    def run(self, phase: str, tp: int, batch: int, isl: int, osl: int, moe_tp=None, moe_ep=None) -> PhaseResult:
-        """One static step of `phase`; StepMiss on a miss, ValueError on bad input."""
+    def layout(self, phase: str, tp: int, moe_tp=None, moe_ep=None) -> Tuple[Parallel, PhaseQuants, List[Op]]:
+        """The validated parallel layout, quant modes and op list of `phase`
+        (the op list built once per layout); ValueError on bad input."""
+        if phase not in PHASES:
+            raise ValueError(f"unknown phase {phase!r}; valid phases: {', '.join(PHASES)}")
+        par = resolve_parallel(self.model, self.db.backend, tp, moe_tp, moe_ep)
+        q = self.quants(phase)
+        check_moe_blocks(self.model, q.moe, par)
+        key = (phase, par)
+        with self._lock:
+            ops = self._ops.get(key)
+        if ops is None:
+            ops = build_ops(self.model, phase, par, q, self.db.backend)
+            with self._lock:
+                ops = self._ops.setdefault(key, ops)
+        return par, q, ops
+
+    def run(self, phase: str, tp: int, batch: int, isl: int, osl: int, moe_tp=None, moe_ep=None,
+            prefix: int = 0) -> PhaseResult:  # fmt: skip
+        """One static step of `phase`; StepMiss on a miss, ValueError on bad input.
+        ``prefix``: cached tokens per request of a context step (ignored in generation)."""
         if phase not in PHASES:
             raise ValueError(f"unknown phase {phase!r}; valid phases: {', '.join(PHASES)}")
         _check_positive("batch", batch)
         _check_positive("isl", isl)
         _check_positive("osl", osl)
+        if isinstance(prefix, bool) or not isinstance(prefix, int) or prefix < 0:
+            raise ValueError(f"prefix = {prefix!r} must be a non-negative integer")
         check_step(tp, batch, isl, osl, moe_tp, moe_ep)
-        par = resolve_parallel(self.model, self.db.backend, tp, moe_tp, moe_ep)
-        q = self.quants(phase)
-        check_moe_blocks(self.model, q.moe, par)
-        ops = build_ops(self.model, phase, par, q, self.db.backend)
-        prefix = 0
+        _, _, ops = self.layout(phase, tp, moe_tp, moe_ep)
+        return self.run_ops(phase, ops, batch, isl, osl, prefix)
+
+    def run_ops(self, phase: str, ops: List[Op], batch, isl, osl: int, prefix=0) -> PhaseResult:
+        """`phase` over `ops` (from `layout`) without validating the numbers,
+        which may be floats of integral value where the spec passes numpy
+        floats (see the module doc)."""
         if phase == "context":
-            call = Call(batch * (isl - prefix), batch, isl - prefix, prefix)
-            logits_call = Call(batch, batch, call.s, prefix)
+            effective = isl - prefix
+            if effective <= 0:
+                raise ValueError(f"isl must be greater than 0 after removing prefix, but got {effective}")
+            call = Call(batch * effective, batch, effective, prefix)
+            logits_call = Call(batch, batch, effective, prefix)
             runs = []
             totals: Dict[str, float] = {}
             for op in ops:
@@ -210,7 +252,7 @@ class StepContext:
             latency = 0
             for v in totals.values():  # name order
                 latency += v
-            return PhaseResult(latency, latency, runs, [])
+            return PhaseResult(latency, latency, runs, [], totals)
 
         # generation
         b = batch  # B' = B * (nextn + 1)
@@ -236,7 +278,28 @@ class StepContext:
         for v in acc.values():  # name order
             latency += v
         tpot = latency / (osl - 1) if osl > 1 else 0.0
-        return PhaseResult(tpot, latency, runs, samples)
+        return PhaseResult(tpot, latency, runs, samples, acc)
+
+    # ---- what the memory model reads (serving estimates) ------------------------------------
+
+    @staticmethod
+    def weights(ops: List[Op]) -> float:
+        """Weight bytes of an op list on one GPU, the spec's ``0.0 + sum of
+        get_weights()`` over the context ops (pp = 1)."""
+        total = 0.0
+        for op in ops:
+            total += op.weights()
+        return total
+
+    def kv_elements_per_token(self, tp: int) -> int:
+        """KV cache elements per token on one GPU over all layers (the spec's
+        ``get_kvcache_elements_per_token``): the MLA latent ``L * (kv_lora_rank
+        + qk_rope_head_dim)`` (DeepSeek-V3 defaults 512 and 64 when the config
+        has none) for DEEPSEEK / KIMIK25, else ``ceil(Hkv / tp) * d * L * 2``."""
+        m = self.model
+        if m.family in (DEEPSEEK, KIMIK25):
+            return m.num_layers * ((m.kv_lora_rank or 512) + (m.qk_rope_head_dim or 64))
+        return (m.kv_heads + tp - 1) // tp * m.head_dim * m.num_layers * 2
 
     # ---- the detailed result ----------------------------------------------------------------
 

@@ -13,7 +13,8 @@ QWEN3VL, QWEN3VL_MOE, DEEPSEEK, KIMIK25, HYBRIDMOE. The spec's other
 families are refused naming the architecture and family (`check_family`).
 
 Per-family extras: DEEPSEEK / KIMIK25 read ``v_head_dim``, ``kv_lora_rank``,
-``qk_rope_head_dim`` (used: ``v_head_dim`` for the vllm attention head size);
+``qk_rope_head_dim`` (``v_head_dim`` is the vllm attention head size, the
+other two size the latent KV cache of the serving memory model);
 HYBRIDMOE builds a `HybridConfig` (families_hybrid 1.1, including the MiMo
 pattern read with 1 = global); Qwen3 / MiniMax-M2 text models get q/k-norm,
 nothing else does (Qwen3-VL and Llama-4 included, although their checkpoints
@@ -133,6 +134,10 @@ class ModelSpec(NamedTuple):
     v_head_dim: int = 0  # DEEPSEEK / KIMIK25 (families_mla 3.1: the vllm attention head size)
     hybrid: Optional[HybridConfig] = None  # HYBRIDMOE
     weight_block_size: int = 128  # quantization_config.weight_block_size[0] (the fp8_block MoE check)
+    # DEEPSEEK / KIMIK25: the MLA latent KV geometry (0 = not in the config; the
+    # KV cache size then takes DeepSeek-V3's 512 and 64, see StepContext.kv_elements_per_token)
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -261,6 +266,8 @@ def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) ->
         v_head_dim=int(cfg.get("v_head_dim", 0) or 0) if arch in _MLA_ARCHITECTURES else 0,
         hybrid=_hybrid_config(arch, cfg, int(L)) if family == HYBRIDMOE else None,
         weight_block_size=block,
+        kv_lora_rank=int(cfg.get("kv_lora_rank", 0) or 0) if arch in _MLA_ARCHITECTURES else 0,
+        qk_rope_head_dim=int(cfg.get("qk_rope_head_dim", 0) or 0) if arch in _MLA_ARCHITECTURES else 0,
     )
 
 

@@ -3,7 +3,12 @@
 families_hybrid_vl_databases.md 1.6).
 
 Every op has a *count* (a multiplier, usually a layer count) and its query
-returns ``count * per_application_latency`` (one multiplication). An op is
+returns ``count * per_application_latency`` (one multiplication). Its
+`Op.weights` are the spec's ``get_weights()``, ``weight bytes * count``: a
+GEMM ``n * k * quant.memory``, the embedding ``rows * h * 2`` (rows =
+``V // tp`` for LLAMA / MOE, ``V`` for DEEPSEEK / HYBRIDMOE), the routed
+experts ``h * I * E * quant.memory * 3 // moe_ep // moe_tp``; attention,
+elementwise and communication ops weigh 0.0. An op is
 evaluated against a `Call` -- the step's ``x`` (tokens), ``batch_size``, ``s``
 and ``prefix`` -- and returns an `OpValue`: the total, the interpolation path
 of its table lookups and its first table lookup (how the goldens describe
@@ -137,6 +142,10 @@ class Op:
     def evaluate(self, k: Kernels, call: Call) -> OpValue:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def weights(self) -> float:
+        """Weight bytes on one GPU (the spec's ``get_weights``): ``0.0 * count`` unless overridden."""
+        return 0.0
+
 
 class Embedding(Op):
     """Embedding lookup: memory-bound, ``mem_op(x*h*2)`` (docs/spec 6.1 #1)."""
@@ -144,12 +153,16 @@ class Embedding(Op):
     kind = "Embedding"
     quant_label = ACT
 
-    def __init__(self, name, count, h: int):
+    def __init__(self, name, count, h: int, rows: int = 0):
         super().__init__(name, count)
         self.h = h
+        self.rows = rows  # the table's rows: V // tp or V, only its weights read it
 
     def evaluate(self, k, call):
         return OpValue(k.system.mem_op(call.x * self.h * 2) * self.count, None, None)
+
+    def weights(self):
+        return self.rows * self.h * 2 * self.count
 
 
 class ElementWise(Op):
@@ -189,6 +202,9 @@ class GEMM(Op):
     @property
     def quant_label(self):
         return self.quant.name
+
+    def weights(self):
+        return self.n * self.k * self.quant.memory * self.count
 
     def evaluate(self, kernels, call):
         m, q = call.x, self.quant
@@ -342,6 +358,10 @@ class MoE(Op):
     @property
     def quant_label(self):
         return self.quant.name
+
+    def weights(self):
+        gemms = 3 if self.gated else 2
+        return self.h * self.inter * self.experts * self.quant.memory * gemms // self.eep // self.etp * self.count
 
     def evaluate(self, k, call):
         tokens = call.x * self.attention_dp

@@ -88,7 +88,7 @@ def build(model: ModelSpec, phase: str, par: Parallel, q: PhaseQuants, backend: 
             ],
         )
         ops: List[Op] = [
-            Embedding(p + "embedding", 1, h),
+            Embedding(p + "embedding", 1, h, V),
             ElementWise(p + "add_norm_1", L, 2 * h, 2 * h),
             block,
             ElementWise(p + "add_norm_2", L, 2 * h, 2 * h),
@@ -123,7 +123,7 @@ def build(model: ModelSpec, phase: str, par: Parallel, q: PhaseQuants, backend: 
         ],
     )
     ops = [
-        Embedding(p + "embedding", 1 * mtp, h),
+        Embedding(p + "embedding", 1 * mtp, h, V),
         ElementWise(p + "add_norm_1", c, 2 * h, 2 * h),
         block,
         ElementWise(p + "add_norm_2", c, 2 * h, 2 * h),

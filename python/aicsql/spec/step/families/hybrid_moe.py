@@ -73,7 +73,7 @@ def build(model: ModelSpec, phase: str, par: Parallel, q: PhaseQuants, backend: 
     sf = 1.0
     n = model.heads // tp
     dims = _dims(model, tp)
-    ops: List[Op] = [Embedding(p + "embedding", 1 * sf if gen else 1, h)]
+    ops: List[Op] = [Embedding(p + "embedding", 1 * sf if gen else 1, h, model.vocab)]
     for kind, layers in layer_counts(model.hybrid).items():
         if layers == 0:
             continue

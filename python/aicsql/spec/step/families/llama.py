@@ -31,7 +31,7 @@ def build(model: ModelSpec, phase: str, par: Parallel, q: PhaseQuants, backend: 
     c = L * 1.0 if gen else L  # generation counts carry the MTP factor 1.0
     one = 1 * 1.0 if gen else 1
     ops: List[Op] = [
-        Embedding(p + "embedding", one, h),
+        Embedding(p + "embedding", one, h, V // tp),
         ElementWise(p + "add_norm_1", c, 2 * h, 2 * h),
         GEMM(p + "qkv_gemm", c, H * d // tp + d * n_kv * 2, h, q.gemm),
     ]

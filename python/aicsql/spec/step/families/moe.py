@@ -57,7 +57,7 @@ def build(model: ModelSpec, phase: str, par: Parallel, q: PhaseQuants, backend: 
             ops.append(ContextAttention(p + "attention", L / attn_scale, n, n_kv, d, GPT_OSS_WINDOW, q.kvcache,
                                         q.fmha, model.use_qk_norm))  # fmt: skip
     ops += [
-        Embedding(p + "embedding", one, h),
+        Embedding(p + "embedding", one, h, V // tp),
         ElementWise(p + "add_norm_1", c, 2 * h, 2 * h),
         GEMM(p + "qkv_gemm", c, H * d // tp + d * n_kv * 2, h, q.gemm),
     ]

@@ -1,0 +1,366 @@
+"""Entry points of the serving estimates (the Python path of ``estimate_agg``,
+``estimate_disagg`` and ``estimate_memory``).
+
+SQL (the Rust functions' contract, which the batch functions follow)::
+
+    estimate_agg(model, db, parallel, batch, isl, osl [, prefix [, ctx_tokens [, moe_tp, moe_ep]]])
+    estimate_memory(...same arguments...)
+    estimate_disagg(model, db, prefill_parallel, prefill_batch, prefill_workers,
+                    decode_parallel, decode_batch, decode_workers, isl, osl
+                    [, prefix [, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep]])
+
+``parallel`` is an integer tp (pp = dp = 1; the moe arguments apply) or the
+spec's label ``tp{tp}pp{pp}dp{dp}etp{moe_tp|None}ep{moe_ep|None}`` (an
+optional trailing ``cp1``); a moe argument that disagrees with the label --
+a number where the label says another number or ``None`` -- is an error.
+pp > 1, attention dp > 1 and cp > 1 are refused by name.
+
+A NULL required argument gives a NULL struct; NULL prefix = 0, NULL
+ctx_tokens = isl. A perf-data miss or an OOM gives a struct whose fields are
+all NULL except ``reason`` (the message), or raises ValueError with it under
+``on_miss = 'error'``; invalid input always raises ValueError.
+``estimate_memory`` prices every step of the aggregated estimate first (a
+miss is a miss) and reports a deployment that does not fit as ``fits =
+false`` with its numbers.
+
+The plain functions (`estimate_agg`, `estimate_disagg`, `estimate_memory`)
+take the same arguments as keywords and return the struct as a dict.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import pyarrow as pa
+
+from ..data import Database
+from ..limits import MAX_ISL, check_step
+from ..step.api import _int_arg, _pylist, _settings
+from ..step.engine import StepContext, step_context
+from .estimate import (
+    Layout,
+    ServingMiss,
+    agg_estimate,
+    disagg_estimate,
+    oom_message_agg,
+    resolve_layout,
+)
+
+__all__ = [
+    "AGG_SCHEMA",
+    "DISAGG_SCHEMA",
+    "MEMORY_SCHEMA",
+    "estimate_agg",
+    "estimate_agg_batch",
+    "estimate_disagg",
+    "estimate_disagg_batch",
+    "estimate_memory",
+    "estimate_memory_batch",
+    "parse_parallel",
+]
+
+_F, _I, _S, _B = pa.float64(), pa.int64(), pa.utf8(), pa.bool_()
+
+
+def _schema(fields: Sequence[Tuple[str, pa.DataType]]) -> pa.StructType:
+    return pa.struct([pa.field(name, t, nullable=True) for name, t in fields])
+
+
+AGG_SCHEMA = _schema(
+    [(n, _F) for n in ("ttft_ms", "tpot_ms", "request_latency_ms", "tokens_per_s", "tokens_per_s_per_gpu",
+                       "tokens_per_s_per_user", "seq_per_s", "seq_per_s_per_gpu", "request_rate")]
+    + [(n, _I) for n in ("concurrency", "bs", "global_bs", "num_total_gpus", "isl", "osl", "prefix", "ctx_tokens")]
+    + [(n, _F) for n in ("num_ctx_reqs", "num_gen_reqs", "num_tokens", "gen_tokens", "balance_score", "num_mix_steps",
+                         "num_genonly_steps", "mix_step_ms", "genonly_step_ms", "memory_gib")]
+    + [("parallel", _S)]
+    + [(n, _I) for n in ("tp", "pp", "dp", "moe_tp", "moe_ep", "cp")]
+    + [(n, _S) for n in ("gemm", "kvcache", "fmha", "moe", "comm")]
+    + [("encoder_latency_ms", _F), ("encoder_memory_gib", _F)]
+    + [(n, _S) for n in ("system", "backend", "version", "warning", "reason")]
+)  # fmt: skip
+
+MEMORY_SCHEMA = _schema(
+    [(n, _F) for n in ("weights_gib", "activations_gib", "kvcache_gib", "nccl_gib", "others_gib", "total_gib",
+                       "capacity_gib")]
+    + [("fits", _B), ("reason", _S)]
+)  # fmt: skip
+
+
+def _side(prefix: str) -> List[Tuple[str, pa.DataType]]:
+    return (
+        [(prefix + "parallel", _S)]
+        + [(prefix + n, _I) for n in ("tp", "pp", "dp", "moe_tp", "moe_ep", "bs", "global_bs", "workers")]
+        + [(prefix + "seq_per_s_per_worker", _F), (prefix + "memory_gib", _F)]
+        + [(prefix + n, _S) for n in ("gemm", "kvcache", "fmha", "moe")]
+    )
+
+
+DISAGG_SCHEMA = _schema(
+    [(n, _F) for n in ("ttft_ms", "tpot_ms", "request_latency_ms", "tokens_per_s", "tokens_per_s_per_gpu",
+                       "tokens_per_s_per_user", "seq_per_s", "seq_per_s_per_gpu", "request_rate")]
+    + [(n, _I) for n in ("concurrency", "num_total_gpus", "isl", "osl", "prefix")]
+    + _side("prefill_")
+    + _side("decode_")
+    + [(n, _S) for n in ("comm", "system", "backend", "version", "reason")]
+)  # fmt: skip
+
+
+# ---- arguments ------------------------------------------------------------------------------
+
+_LABEL = re.compile(r"tp(\d+)pp(\d+)dp(\d+)etp(\d+|None)ep(\d+|None)(?:cp(\d+))?\Z")
+
+
+def parse_parallel(parallel, moe_tp=None, moe_ep=None, name: str = "parallel") -> Tuple[int, Optional[int], Optional[int]]:
+    """(tp, moe_tp, moe_ep) of a ``parallel`` argument and the moe arguments."""
+    moe_tp = _int_arg(name.replace("parallel", "moe_tp"), moe_tp, optional=True)
+    moe_ep = _int_arg(name.replace("parallel", "moe_ep"), moe_ep, optional=True)
+    if isinstance(parallel, str):
+        text = parallel.strip()
+        if text.isdigit():
+            return int(text), moe_tp, moe_ep
+        m = _LABEL.match(text)
+        if m is None:
+            raise ValueError(
+                f"{name} = {parallel!r} is neither a tp (integer) nor the spec's parallel label "
+                "'tp{tp}pp{pp}dp{dp}etp{moe_tp|None}ep{moe_ep|None}' (e.g. 'tp8pp1dp1etp1ep8')"
+            )
+        tp, pp, dp = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        cp = int(m.group(6)) if m.group(6) is not None else 1
+        if pp != 1:
+            raise ValueError(f"unsupported: pp = {pp} in {name} = {parallel!r} (pipeline parallelism; pp must be 1)")
+        if dp != 1:
+            raise ValueError(f"unsupported: attention dp = {dp} in {name} = {parallel!r} (dp must be 1)")
+        if cp != 1:
+            raise ValueError(f"unsupported: cp = {cp} in {name} = {parallel!r} (context parallelism; cp must be 1)")
+        resolved = []
+        for arg_name, label_text, arg in (("moe_tp", m.group(4), moe_tp), ("moe_ep", m.group(5), moe_ep)):
+            label_value = None if label_text == "None" else int(label_text)
+            if arg is not None and arg != label_value:
+                raise ValueError(f"{arg_name} = {arg} contradicts {name} = {parallel!r} "
+                                 f"({'etp' if arg_name == 'moe_tp' else 'ep'}{label_text})")  # fmt: skip
+            resolved.append(label_value)
+        return tp, resolved[0], resolved[1]
+    return _int_arg(name, parallel), moe_tp, moe_ep
+
+
+def _positive(name: str, v) -> int:
+    v = _int_arg(name, v)
+    if v < 1:
+        raise ValueError(f"{name} = {v} must be a positive integer")
+    return v
+
+
+def _prefix(v) -> int:
+    v = _int_arg("prefix", v, optional=True)
+    if v is None:
+        return 0
+    if v < 0:
+        raise ValueError(f"prefix = {v} must be a non-negative integer")
+    return v
+
+
+class _Agg:
+    """The arguments of one aggregated point, validated."""
+
+    def __init__(self, model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep):
+        self.tp, self.moe_tp, self.moe_ep = parse_parallel(parallel, moe_tp, moe_ep)
+        self.batch = _positive("batch", batch)
+        self.isl = _positive("isl", isl)
+        self.osl = _positive("osl", osl)
+        self.prefix = _prefix(prefix)
+        ctx = _int_arg("ctx_tokens", ctx_tokens, optional=True)
+        self.ctx_tokens = self.isl if ctx is None else ctx
+        if self.ctx_tokens < 1:
+            raise ValueError(f"ctx_tokens = {self.ctx_tokens} must be a positive integer")
+        if self.ctx_tokens > MAX_ISL:
+            raise ValueError(f"ctx_tokens = {self.ctx_tokens} exceeds the limit of {MAX_ISL} "
+                             "(aicsql bounds the work of one call)")  # fmt: skip
+        check_step(self.tp, self.batch, self.isl, self.osl, self.moe_tp, self.moe_ep)
+
+
+def _agg(ctx: StepContext, a: _Agg):
+    layout = resolve_layout(ctx, a.tp, a.moe_tp, a.moe_ep)
+    return agg_estimate(ctx, layout, a.batch, a.isl, a.osl, a.prefix, a.ctx_tokens)
+
+
+def _agg_row(ctx: StepContext, a: _Agg) -> dict:
+    """The estimate_agg struct (ServingMiss on a miss or OOM)."""
+    result = _agg(ctx, a)
+    if result.oom:
+        raise ServingMiss(oom_message_agg(ctx.model.name, ctx.db.system, a.tp), "oom")
+    return result.row
+
+
+def _memory_row(ctx: StepContext, a: _Agg) -> dict:
+    result = _agg(ctx, a)
+    m = result.memory
+    return {
+        "weights_gib": m["weights"],
+        "activations_gib": m["activations"],
+        "kvcache_gib": m["kvcache"],
+        "nccl_gib": m["nccl"],
+        "others_gib": m["others"],
+        "total_gib": m["total"],
+        "capacity_gib": result.capacity / (1 << 30),
+        "fits": not result.oom,
+        "reason": None,
+    }
+
+
+class _Disagg:
+    def __init__(self, model, db, p_parallel, p_batch, p_workers, d_parallel, d_batch, d_workers, isl, osl, prefix,
+                 p_moe_tp, p_moe_ep, d_moe_tp, d_moe_ep):  # fmt: skip
+        self.p_tp, self.p_moe_tp, self.p_moe_ep = parse_parallel(p_parallel, p_moe_tp, p_moe_ep, "prefill_parallel")
+        self.d_tp, self.d_moe_tp, self.d_moe_ep = parse_parallel(d_parallel, d_moe_tp, d_moe_ep, "decode_parallel")
+        self.p_batch = _positive("prefill_batch", p_batch)
+        self.p_workers = _positive("prefill_workers", p_workers)
+        self.d_batch = _positive("decode_batch", d_batch)
+        self.d_workers = _positive("decode_workers", d_workers)
+        self.isl = _positive("isl", isl)
+        self.osl = _positive("osl", osl)
+        self.prefix = _prefix(prefix)
+        check_step(self.p_tp, self.p_batch, self.isl, self.osl, self.p_moe_tp, self.p_moe_ep)
+        check_step(self.d_tp, self.d_batch, self.isl, self.osl, self.d_moe_tp, self.d_moe_ep)
+
+
+def _disagg_row(ctx: StepContext, a: _Disagg) -> dict:
+    prefill = resolve_layout(ctx, a.p_tp, a.p_moe_tp, a.p_moe_ep)
+    decode = resolve_layout(ctx, a.d_tp, a.d_moe_tp, a.d_moe_ep)
+    return disagg_estimate(ctx, prefill, a.p_batch, a.p_workers, decode, a.d_batch, a.d_workers, a.isl, a.osl,
+                           a.prefix)  # fmt: skip
+
+
+# ---- one call -------------------------------------------------------------------------------
+
+
+class _Call:
+    """Settings, databases and contexts shared by the rows of one call."""
+
+    def __init__(self, settings: Optional[Dict[str, str]], data):
+        self.s = _settings(settings, data)
+        self.raise_on_miss = self.s.on_miss == "error"
+        self._dbs: Dict[str, Database] = {}
+
+    def context(self, model: str, db: str) -> StepContext:
+        database = self._dbs.get(db)
+        if database is None:
+            database = self._dbs[db] = self.s.tree.resolve(db, self.s.backend, self.s.version)
+        if not isinstance(model, str):
+            raise ValueError(f"model = {model!r} is not a string")
+        return step_context(self.s.tree, model, database, self.s.shared_layer)
+
+    def row(self, fn, schema: pa.StructType, model, db, args) -> dict:
+        """``fn(ctx, args)``'s struct; a miss becomes the reason (or ValueError)."""
+        ctx = self.context(model, db)
+        try:
+            return fn(ctx, args)
+        except ServingMiss as miss:
+            if self.raise_on_miss:
+                raise ValueError(str(miss)) from None
+            out = {name: None for name in schema.names}
+            out["reason"] = str(miss)
+            return out
+
+
+def _plain(on_miss: str, shared_layer: bool, backend: str, version: str) -> Dict[str, str]:
+    return {"backend": backend, "version": version, "on_miss": on_miss, "shared_layer": "true" if shared_layer else "false"}
+
+
+def estimate_agg(model: str, db: str, parallel, batch: int, isl: int, osl: int, prefix: Optional[int] = None,
+                 ctx_tokens: Optional[int] = None, moe_tp: Optional[int] = None, moe_ep: Optional[int] = None, *,
+                 on_miss: str = "null", shared_layer: bool = True, backend: str = "", version: str = "latest",
+                 data=None) -> dict:  # fmt: skip
+    """One aggregated (IFB) estimate as a dict of the ``estimate_agg`` struct
+    fields; a miss or OOM is a dict whose only non-None field is ``reason``
+    (ValueError under ``on_miss = 'error'``)."""
+    call = _Call(_plain(on_miss, shared_layer, backend, version), data)
+    return call.row(_agg_row, AGG_SCHEMA, model, db,
+                    _Agg(model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep))  # fmt: skip
+
+
+def estimate_memory(model: str, db: str, parallel, batch: int, isl: int, osl: int, prefix: Optional[int] = None,
+                    ctx_tokens: Optional[int] = None, moe_tp: Optional[int] = None, moe_ep: Optional[int] = None, *,
+                    on_miss: str = "null", shared_layer: bool = True, backend: str = "", version: str = "latest",
+                    data=None) -> dict:  # fmt: skip
+    """The memory model of an aggregated estimate (``estimate_memory`` fields)."""
+    call = _Call(_plain(on_miss, shared_layer, backend, version), data)
+    return call.row(_memory_row, MEMORY_SCHEMA, model, db,
+                    _Agg(model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep))  # fmt: skip
+
+
+def estimate_disagg(model: str, db: str, prefill_parallel, prefill_batch: int, prefill_workers: int, decode_parallel,
+                    decode_batch: int, decode_workers: int, isl: int, osl: int, prefix: Optional[int] = None,
+                    prefill_moe_tp: Optional[int] = None, prefill_moe_ep: Optional[int] = None,
+                    decode_moe_tp: Optional[int] = None, decode_moe_ep: Optional[int] = None, *,
+                    on_miss: str = "null", shared_layer: bool = True, backend: str = "", version: str = "latest",
+                    data=None) -> dict:  # fmt: skip
+    """One disaggregated estimate (``estimate_disagg`` fields, the spec's 3 decimals)."""
+    call = _Call(_plain(on_miss, shared_layer, backend, version), data)
+    args = _Disagg(model, db, prefill_parallel, prefill_batch, prefill_workers, decode_parallel, decode_batch,
+                   decode_workers, isl, osl, prefix, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep)
+    return call.row(_disagg_row, DISAGG_SCHEMA, model, db, args)
+
+
+# ---- batches (the Rust bridge) -----------------------------------------------------------------
+
+
+def _columns(name: str, arrays, required: int, total: int) -> List[list]:
+    if len(arrays) < required or len(arrays) > total:
+        raise ValueError(f"{name}: expected {required} to {total} arrays, got {len(arrays)}")
+    cols = [_pylist(a) for a in arrays]
+    n = len(cols[0])
+    cols += [[None] * n for _ in range(total - len(cols))]
+    lengths = [len(c) for c in cols]
+    if any(length != n for length in lengths):
+        raise ValueError(f"{name}: arrays differ in length {lengths}")
+    return cols
+
+
+def _struct(rows: List[Optional[dict]], schema: pa.StructType) -> pa.StructArray:
+    mask = [r is None for r in rows]
+    children = []
+    for field in schema:
+        values = [None if r is None else r.get(field.name) for r in rows]
+        if pa.types.is_floating(field.type):
+            values = [None if v is None else float(v) for v in values]
+        elif pa.types.is_integer(field.type):
+            values = [None if v is None else int(v) for v in values]
+        children.append(pa.array(values, type=field.type))
+    return pa.StructArray.from_arrays(children, fields=list(schema), mask=pa.array(mask, pa.bool_()))
+
+
+def _batch(name: str, settings, arrays, required: int, total: int, build, fn, schema, data) -> pa.StructArray:
+    call = _Call(settings, data)
+    cols = _columns(name, arrays, required, total)
+    memo: Dict[tuple, dict] = {}
+    out: List[Optional[dict]] = []
+    for row in zip(*cols):
+        if any(v is None for v in row[:required]):
+            out.append(None)
+            continue
+        value = memo.get(row)
+        if value is None:
+            value = memo[row] = call.row(fn, schema, row[0], row[1], build(*row))
+        out.append(value)
+    return _struct(out, schema)
+
+
+def estimate_agg_batch(settings: Dict[str, str], *arrays, data=None) -> pa.StructArray:
+    """``estimate_agg`` per row: arrays (model, db, parallel, batch, isl, osl
+    [, prefix [, ctx_tokens [, moe_tp, moe_ep]]]); the struct of `AGG_SCHEMA`.
+    Contexts are built once per (model, database); a repeated row is computed once."""
+    return _batch("estimate_agg", settings, arrays, 6, 10, _Agg, _agg_row, AGG_SCHEMA, data)
+
+
+def estimate_memory_batch(settings: Dict[str, str], *arrays, data=None) -> pa.StructArray:
+    """``estimate_memory`` per row (same arguments as `estimate_agg_batch`); `MEMORY_SCHEMA`."""
+    return _batch("estimate_memory", settings, arrays, 6, 10, _Agg, _memory_row, MEMORY_SCHEMA, data)
+
+
+def estimate_disagg_batch(settings: Dict[str, str], *arrays, data=None) -> pa.StructArray:
+    """``estimate_disagg`` per row: arrays (model, db, prefill_parallel,
+    prefill_batch, prefill_workers, decode_parallel, decode_batch,
+    decode_workers, isl, osl [, prefix [, prefill_moe_tp, prefill_moe_ep,
+    decode_moe_tp, decode_moe_ep]]); the struct of `DISAGG_SCHEMA`."""
+    return _batch("estimate_disagg", settings, arrays, 10, 15, _Disagg, _disagg_row, DISAGG_SCHEMA, data)

@@ -1,0 +1,562 @@
+"""Aggregated (IFB) and disaggregated serving estimates over the engine step
+(aiconfigurator v0.11.0: ``BaseBackend.run_agg``, ``_get_mix_step_latency``,
+``_get_genonly_step_latency``, ``run_static``; ``DisaggInferenceSession.run_disagg``;
+``picking._build_disagg_summary_dict``; ``cli/api.py``'s ``_run_agg_estimate``
+and ``_run_disagg_estimate``), restated with the spec's evaluation order and
+number types.
+
+Number types. The spec computes its step counts with ``np.ceil`` /
+``np.floor`` (numpy float64) and mixes them with Python ints; here they are
+Python floats of the same value, so every operation sees the same operands.
+The mixed step's first pass runs at a float prefix (``prefix *
+floor(ctx_tokens / isl)``) and the second at a float batch size
+(``ceil(ctx_tokens / isl)``), exactly as the spec passes them to the ops.
+
+Aggregated estimate (``run_agg``, one (batch, ctx_tokens) point)
+    ``steps = ceil(isl * b / ctx_tokens)``; ``b > 1``: ``steps`` mixed steps
+    with the backend's decode tokens (`Backend.mix_step_gen_tokens`) and,
+    when ``steps < osl``, ``osl - steps`` decode-only steps of ``b`` tokens;
+    ``b == 1``: one mixed step without decode tokens and ``osl - 1``
+    decode-only steps of one token.
+
+    mixed step = pass 1 (static context at batch 1 over ``ctx + gen`` tokens,
+    prefix ``prefix * floor(ctx / isl)``: every name but ``context_attention``)
+    + pass 2 (static context at batch ``ceil(ctx / isl)``, isl, prefix:
+    ``context_attention / ceil(isl / ctx)``) + pass 3 (``gen > 0``: static
+    generation at batch ``gen``, ``isl + osl // 2``, osl 2:
+    ``generation_attention``); decode-only step = 0 without tokens, else that
+    static generation's per-name sum from 0.0.
+
+    TTFT ``= 0 + (mix * ceil(isl / ctx) + dispatch) * queueing``; TPOT ``=
+    (mix * tpot_mix + genonly * genonly_steps) / (tpot_mix + genonly_steps)``;
+    throughput ``1000 / (0 + mix_steps * mix + genonly_steps * genonly) * b *
+    (osl - 1)``, capped by the backend; then the spec's result dict.
+
+Static steps (``run_static``, disaggregated workers)
+    static_ctx: the context latency dict, each name times the prefill
+    correction 1.1, summed from int 0; memory at ``(batch, isl, osl 1,
+    prefix)``. static_gen: the generation latency dict times 1.08; memory
+    with ``num_tokens = batch`` and ``isl + osl`` KV tokens. Each row is
+    rounded like ``DataFrame.round(3)`` (`numpy_round3`) before the rate
+    matching reads it, and the disaggregated row is rounded again.
+
+Misses (``StepMiss``) and OOM are `ServingMiss`; bad input is ValueError.
+
+Spec details worth knowing (all checked against the goldens or the Rust path):
+
+* the mixed step's pass 1 always runs at a *float* prefix (``0 * np.floor(...)
+  = 0.0``), so its token counts are floats and the spec's miss messages print
+  ``num_tokens=8207.0``; values are unaffected below 2**53;
+* DEEPSEEK / KIMIK25 have no op named ``context_attention`` (their attention
+  sits inside ``context_mla_block``), so the spec's Python mixed step raises
+  KeyError for them: an aggregated estimate of those families is refused
+  here (ValueError); disaggregated ones work;
+* a disaggregated prefill worker is a static context step at the workload's
+  osl (its TPOT is 0.0) whose memory is sized at osl 1 (``isl + 1`` KV
+  tokens); a decode worker's weights are those of its *context* op list;
+* the 1.8 TTFT factor multiplies the prefill row's TTFT after its rounding
+  to 3 decimals, and ``min(prefill, decode)`` of the rate matching keeps the
+  prefill side on a tie (Python's ``min``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+from ..step.engine import StepContext, StepMiss, resolve_parallel, check_moe_blocks
+from ..step.model import DEEPSEEK, KIMIK25
+from ..step.ops import Op, Parallel, PhaseQuants
+from ..kernels.quant import KV_QUANTS
+from .backends import Backend, backend_for
+from .memory import capacity_bytes, is_oom, kv_cache_oom, memory_usage
+
+__all__ = [
+    "ServingMiss",
+    "Layout",
+    "resolve_layout",
+    "numpy_round3",
+    "agg_estimate",
+    "disagg_estimate",
+    "PREFILL_LATENCY_CORRECTION_SCALE",
+    "DECODE_LATENCY_CORRECTION_SCALE",
+]
+
+# cli/api.py and picking.py
+PREFILL_LATENCY_CORRECTION_SCALE = 1.1
+DECODE_LATENCY_CORRECTION_SCALE = 1.08
+RATE_MATCHING_PREFILL_DEGRADATION_FACTOR = 0.9
+RATE_MATCHING_DECODE_DEGRADATION_FACTOR = 0.92
+AUTOSCALE_TTFT_CORRECTION_FACTOR = 1.8
+
+
+class ServingMiss(Exception):
+    """The spec has no answer: a perf-data miss in one of the steps, or the
+    deployment does not fit in GPU memory (the spec's OOM RuntimeError)."""
+
+    def __init__(self, message: str, kind: str = "miss"):
+        super().__init__(message)
+        self.kind = kind  # 'miss' | 'oom'
+
+
+def numpy_round3(x):
+    """``numpy.round(x, 3)`` (what ``DataFrame.round(3)`` does to a float64
+    column): ``rint(x * 1000.0) / 1000.0``, ties to even at the scaled value.
+    Python's ``round(x, 3)`` rounds the exact decimal value instead and
+    differs (``round(1.0015, 3) == 1.001``, numpy gives 1.002). Non-floats
+    (int columns) are left alone, as pandas leaves them."""
+    if not isinstance(x, float) or math.isnan(x) or math.isinf(x):
+        return x
+    y = x * 1000.0
+    r = round(y)  # ties to even on the exact binary value = rint
+    if r == 0:
+        return math.copysign(0.0, y)
+    return r / 1000.0
+
+
+# ---- the parallel layout -----------------------------------------------------------------
+
+
+class Layout(NamedTuple):
+    par: Parallel  # what the ops are built with
+    tp: int
+    moe_tp: Optional[int]  # as the spec reports it (None for a dense model not given one)
+    moe_ep: Optional[int]
+
+    @property
+    def label(self) -> str:
+        return f"tp{self.tp}pp1dp1etp{self.moe_tp}ep{self.moe_ep}"
+
+
+def resolve_layout(ctx: StepContext, tp: int, moe_tp: Optional[int], moe_ep: Optional[int]) -> Layout:
+    """``_resolve_moe_parallelism``: a MoE model infers its missing width from
+    tp (both missing is an error); a dense model keeps what it was given."""
+    model = ctx.model
+    par = resolve_parallel(model, ctx.db.backend, tp, moe_tp, moe_ep)
+    if model.is_moe:
+        return Layout(par, tp, par.moe_tp, par.moe_ep)
+    for name, v in (("moe_tp", moe_tp), ("moe_ep", moe_ep)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"{name} = {v!r} must be a positive integer")
+    return Layout(par, tp, moe_tp, moe_ep)
+
+
+# ---- static steps, cached ----------------------------------------------------------------------
+
+_STEPS: Dict[tuple, tuple] = {}
+_STEPS_LOCK = threading.Lock()
+_STEPS_MAX = 1 << 16
+
+
+def _step(ctx: StepContext, phase: str, par: Parallel, ops: List[Op], batch, isl, osl: int, prefix=0) -> Dict[str, float]:
+    """The per-name latency dict of one static step (StepMiss on a miss),
+    remembered per context and arguments (their types too: a float batch is
+    the spec's numpy float, see the module doc)."""
+    key = (id(ctx), phase, par, batch, type(batch), isl, type(isl), osl, prefix, type(prefix))
+    with _STEPS_LOCK:
+        hit = _STEPS.get(key)
+    if hit is not None and hit[0] is ctx:
+        if hit[2] is not None:
+            raise hit[2]
+        return hit[1]
+    try:
+        by_name, miss = ctx.run_ops(phase, ops, batch, isl, osl, prefix).by_name, None
+    except StepMiss as e:
+        by_name, miss = None, e
+    with _STEPS_LOCK:
+        if len(_STEPS) >= _STEPS_MAX:
+            _STEPS.clear()
+        _STEPS[key] = (ctx, by_name, miss)
+    if miss is not None:
+        raise miss
+    return by_name
+
+
+class _Worker:
+    """A model on a database at one parallel layout: both op lists, the
+    quant modes it reports, the memory model's inputs."""
+
+    def __init__(self, ctx: StepContext, layout: Layout, report_phase: str):
+        self.ctx = ctx
+        self.layout = layout
+        self.backend: Backend = backend_for(ctx.db.backend)
+        lay = layout
+        _, self.q_ctx, self.ops_ctx = ctx.layout("context", lay.tp, lay.par.moe_tp if ctx.model.is_moe else None,
+                                                lay.par.moe_ep if ctx.model.is_moe else None)  # fmt: skip
+        _, self.q_gen, self.ops_gen = ctx.layout("generation", lay.tp, lay.par.moe_tp if ctx.model.is_moe else None,
+                                                lay.par.moe_ep if ctx.model.is_moe else None)  # fmt: skip
+        # The quant modes the estimate reports: the context-role FMHA guard for
+        # agg and prefill workers, the checkpoint's (and vllm's) for decode.
+        self.quants: PhaseQuants = self.q_ctx if report_phase == "context" else self.q_gen
+        self.weights = StepContext.weights(self.ops_ctx)
+        self.kv_elements = ctx.kv_elements_per_token(lay.tp)
+        self.kv_bytes = KV_QUANTS[self.quants.kvcache].memory
+
+    def context(self, batch, isl, prefix) -> Dict[str, float]:
+        return _step(self.ctx, "context", self.layout.par, self.ops_ctx, batch, isl, 1, prefix)
+
+    def generation(self, batch, isl, osl) -> Dict[str, float]:
+        return _step(self.ctx, "generation", self.layout.par, self.ops_gen, batch, isl, osl, 0)
+
+    def memory(self, batch_size, beam_width, isl, osl, num_tokens=0, prefix=0, max_seq_len=None) -> Dict[str, float]:
+        lay = self.layout
+        return memory_usage(
+            self.backend, self.ctx.kernels.system, self.ctx.model, self.weights, self.kv_elements, self.kv_bytes,
+            lay.tp, lay.par.moe_ep, batch_size, beam_width, isl, osl, num_tokens=num_tokens, prefix=prefix,
+            max_seq_len=max_seq_len,
+        )  # fmt: skip
+
+    def quant_fields(self, prefix: str = "") -> dict:
+        q = self.quants
+        return {prefix + "gemm": q.gemm, prefix + "kvcache": q.kvcache, prefix + "fmha": q.fmha, prefix + "moe": q.moe}
+
+
+def _miss(ctx: StepContext, where: str, miss: StepMiss) -> ServingMiss:
+    return ServingMiss(f"{ctx.model.name} on {ctx.db.name}, {where}: {miss}")
+
+
+def _needs(by_name: Dict[str, float], name: str, ctx: StepContext, where: str) -> float:
+    try:
+        return by_name[name]
+    except KeyError:
+        raise ValueError(
+            f"unsupported: the spec's {where} reads the {name!r} latency, which the {ctx.model.family} op list of "
+            f"{ctx.model.name!r} has no op of (aiconfigurator raises KeyError {name!r} here)"
+        ) from None
+
+
+# ---- aggregated ---------------------------------------------------------------------------------
+
+
+def _mix_step(w: _Worker, ctx_tokens: int, gen_tokens: int, isl: int, osl: int, prefix: int) -> float:
+    """``_get_mix_step_latency`` (the spec's Python step)."""
+    ctx = w.ctx
+    try:
+        where = "mixed step, pass 1 (context at batch 1)"
+        combined = ctx_tokens + gen_tokens
+        latency = w.context(1, combined, prefix * float(math.floor(ctx_tokens / isl)))
+        non_attention = 0.0
+        for name, value in latency.items():
+            if name != "context_attention":
+                non_attention += value
+        where = "mixed step, pass 2 (context attention)"
+        latency = w.context(float(math.ceil(ctx_tokens / isl)), isl, prefix)
+        scale = float(math.ceil(isl / ctx_tokens))
+        ctx_attention = _needs(latency, "context_attention", ctx, "mixed step") / scale
+        gen_attention = 0.0
+        if gen_tokens > 0:
+            where = "mixed step, pass 3 (generation attention)"
+            latency = w.generation(gen_tokens, isl + osl // 2, 2)
+            gen_attention = _needs(latency, "generation_attention", ctx, "mixed step")
+    except StepMiss as miss:
+        raise _miss(ctx, where, miss) from None
+    return non_attention + ctx_attention + gen_attention
+
+
+def _genonly_step(w: _Worker, gen_tokens, isl: int, osl: int) -> float:
+    """``_get_genonly_step_latency``."""
+    if gen_tokens <= 0:
+        return 0.0
+    try:
+        latency = w.generation(gen_tokens, isl + osl // 2, 2)
+    except StepMiss as miss:
+        raise _miss(w.ctx, "decode-only step", miss) from None
+    total = 0.0
+    for value in latency.values():
+        total += value
+    return total
+
+
+class AggResult(NamedTuple):
+    row: dict  # the struct fields (before the OOM verdict)
+    memory: Dict[str, float]
+    capacity: int
+    oom: bool
+    kv_warning: Optional[str]
+
+
+def oom_message_agg(model: str, system: str, tp: int) -> str:
+    return (
+        f"OOM: the model '{model}' does not fit in GPU memory on system '{system}' "
+        f"with the given parallelism (tp={tp}, pp=1, dp=1). "
+        "Try increasing tp_size/pp_size, using a quantized model, or "
+        "using a system with more VRAM per GPU."
+    )
+
+
+def agg_estimate(ctx: StepContext, layout: Layout, b: int, isl: int, osl: int, prefix: int, ctx_tokens: int) -> AggResult:
+    """``run_agg`` + ``_run_agg_estimate`` for one point (ServingMiss on a
+    step miss; OOM is reported in the result, the caller decides)."""
+    w = _Worker(ctx, layout, "context")
+    backend = w.backend
+    model = ctx.model
+    balance_score = isl * b / ctx_tokens / osl
+
+    steps_to_finish_ctx = float(math.ceil(isl * b / ctx_tokens))
+    num_mix_steps = num_genonly_steps = 0
+    num_mix_steps_for_tpot_calc = 0
+    if b > 1:
+        num_mix_gen_tokens = backend.mix_step_gen_tokens(b, ctx_tokens, isl, osl)
+        num_mix_ctx_tokens = ctx_tokens
+        if steps_to_finish_ctx >= osl:
+            num_mix_steps = steps_to_finish_ctx
+            num_genonly_steps = 0
+            num_genonly_tokens = 0
+            num_mix_steps_for_tpot_calc = num_mix_steps
+        else:
+            num_mix_steps = steps_to_finish_ctx
+            num_genonly_steps = osl - num_mix_steps
+            num_genonly_tokens = b
+            num_mix_steps_for_tpot_calc = backend.tpot_mix_steps(num_mix_steps)
+    else:  # b == 1
+        num_mix_steps = 1
+        num_mix_ctx_tokens = ctx_tokens
+        num_mix_gen_tokens = 0
+        num_genonly_steps = osl - 1
+        num_genonly_tokens = 1
+        num_mix_steps_for_tpot_calc = 0
+
+    mix_step_latency_ms = _mix_step(w, num_mix_ctx_tokens, num_mix_gen_tokens, isl, osl, prefix)
+    mix_efficiency = backend.mix_step_efficiency(num_mix_ctx_tokens, num_mix_gen_tokens)
+    mix_step_latency_ms *= mix_efficiency
+    genonly_step_latency_ms = _genonly_step(w, num_genonly_tokens, isl, osl)
+
+    encoder_latency_ms = 0  # sum() of the empty encoder dict (text-only)
+    prefill_step_ms = mix_step_latency_ms / mix_efficiency if mix_efficiency > 0 else mix_step_latency_ms
+    ttft_per_request = prefill_step_ms * float(math.ceil(isl / ctx_tokens)) + backend.prefill_dispatch_overhead_ms(model)
+    ttft = encoder_latency_ms + ttft_per_request * backend.ttft_queuing_factor(b, steps_to_finish_ctx)
+
+    tpot_steps = num_mix_steps_for_tpot_calc + num_genonly_steps
+    tpot = (
+        (mix_step_latency_ms * num_mix_steps_for_tpot_calc + genonly_step_latency_ms * num_genonly_steps) / tpot_steps
+        if tpot_steps > 0
+        else 0.0
+    )
+    total_step_latency_ms = (
+        encoder_latency_ms + num_mix_steps * mix_step_latency_ms + num_genonly_steps * genonly_step_latency_ms
+    )
+    step_throughput = (
+        (1000 / total_step_latency_ms * b * (osl - 1)) if (osl > 1 and total_step_latency_ms > 0) else 0.0
+    )
+    output_throughput = backend.throughput_cap(step_throughput, ttft, tpot, b, osl)
+
+    num_ctx_requests = float(math.ceil(ctx_tokens / isl))
+    num_gen_requests = b - num_ctx_requests
+    if b == 1:
+        num_ctx_requests = 1
+        num_gen_requests = 1
+    pp = dp = cp = 1
+    scale_factor = pp * dp
+    output_throughput = output_throughput * scale_factor
+    concurrency = b * scale_factor
+    request_rate = output_throughput / (osl - 1) if osl > 1 else 0.0
+    num_tokens = num_gen_requests + ctx_tokens if b > 1 else ctx_tokens
+
+    memory = w.memory(b, 1, isl, osl, prefix=prefix, **backend.agg_memory_kwargs(num_tokens, isl, osl))
+    tp = layout.tp
+    tokens_s_gpu = output_throughput / pp / tp / dp / cp
+    tokens_s_user = 1000.0 / tpot if (osl > 1 and tpot > 0.0) else 0.0
+    seq_s = request_rate
+    seq_s_gpu = seq_s / pp / tp / dp / cp
+    request_latency = ttft + tpot * max(osl - 1, 0)
+
+    capacity = capacity_bytes(ctx.kernels.system)
+    oom = is_oom(memory, capacity)
+    kv_warning = None
+    check = backend.kv_check()
+    if check is not None and kv_cache_oom(memory, capacity, *check):
+        kv_warning = (
+            f"Requested batch_size ({b}) exceeds estimated KV cache capacity "
+            "(free_gpu_memory_fraction=backend default). "
+            "The serving runtime will queue excess requests, causing significantly higher TTFT and inaccurate TPOT."
+        )
+    db = ctx.db
+    row = {
+        "ttft_ms": ttft,
+        "tpot_ms": tpot,
+        "request_latency_ms": request_latency,
+        "tokens_per_s": output_throughput,
+        "tokens_per_s_per_gpu": tokens_s_gpu,
+        "tokens_per_s_per_user": tokens_s_user,
+        "seq_per_s": seq_s,
+        "seq_per_s_per_gpu": seq_s_gpu,
+        "request_rate": request_rate,
+        "concurrency": concurrency,
+        "bs": b,
+        "global_bs": b * dp,
+        "num_total_gpus": tp * pp * dp * cp,
+        "isl": isl,
+        "osl": osl,
+        "prefix": prefix,
+        "ctx_tokens": ctx_tokens,
+        "num_ctx_reqs": num_ctx_requests,
+        "num_gen_reqs": num_gen_requests,
+        "num_tokens": num_tokens,
+        "gen_tokens": num_gen_requests,
+        "balance_score": balance_score,
+        "num_mix_steps": float(num_mix_steps),
+        "num_genonly_steps": float(num_genonly_steps),
+        "mix_step_ms": float(mix_step_latency_ms),
+        "genonly_step_ms": float(genonly_step_latency_ms),
+        "memory_gib": memory["total"],
+        "parallel": layout.label,
+        "tp": tp,
+        "pp": pp,
+        "dp": dp,
+        "moe_tp": layout.moe_tp,
+        "moe_ep": layout.moe_ep,
+        "cp": cp,
+        **w.quant_fields(),
+        "comm": w.quants.comm,
+        "encoder_latency_ms": 0.0,
+        "encoder_memory_gib": 0.0,
+        "system": db.system,
+        "backend": db.backend,
+        "version": db.version,
+        "warning": kv_warning,
+        "reason": None,
+    }
+    return AggResult(row, memory, capacity, oom, kv_warning)
+
+
+# ---- disaggregated -----------------------------------------------------------------------------
+
+
+def _static_row(w: _Worker, mode: str, batch: int, isl: int, osl: int, prefix: int, scale: float) -> Tuple[dict, bool]:
+    """``run_static`` (static_ctx or static_gen) at a latency correction
+    scale: the fields the rate matching reads, rounded like
+    ``DataFrame.round(3)``, and whether the worker is OOM."""
+    if mode == "static_ctx":
+        try:
+            latency = dict(w.context(batch, isl, prefix))
+        except StepMiss as miss:
+            raise _miss(w.ctx, "prefill (static context step)", miss) from None
+        generation_dict: Dict[str, float] = {}
+    else:
+        try:
+            generation_dict = dict(w.generation(batch, isl, osl))
+        except StepMiss as miss:
+            raise _miss(w.ctx, "decode (static generation step)", miss) from None
+        latency = {}
+    if scale != 1.0:
+        for name in latency:
+            latency[name] *= scale
+        for name in generation_dict:
+            generation_dict[name] *= scale
+    if mode == "static_ctx":
+        memory = w.memory(batch, 1, isl, 1, prefix=prefix)
+    else:
+        memory = w.memory(batch, 1, isl, osl, num_tokens=batch * 1, prefix=prefix)
+
+    encoder_latency = 0
+    context_latency = sum(latency.values())
+    generation_latency = sum(generation_dict.values())
+    pp = dp = 1
+    tp = w.layout.tp
+    global_bs = batch * dp
+    concurrency = global_bs
+    ttft = encoder_latency + context_latency
+    tpot = 0.0 if osl <= 1 else generation_latency / (osl - 1)
+    num_generated_tokens = max(osl - 1, 0)
+    request_latency = ttft + tpot * num_generated_tokens
+    if request_latency == 0.0:
+        request_latency = encoder_latency + context_latency + generation_latency
+    seq_s = 0.0 if request_latency == 0.0 else global_bs / request_latency * 1000 * pp
+    seq_s_gpu = seq_s / tp / pp / dp
+    tokens_s = seq_s * osl if mode != "static_gen" else seq_s * (osl - 1)
+    if mode == "static_ctx":
+        tokens_s = seq_s * 1
+    tokens_s_gpu = tokens_s / tp / pp / dp
+    tokens_s_user = 0.0 if tpot == 0.0 else 1000.0 / tpot
+    row = {
+        "isl": isl, "osl": osl, "prefix": prefix, "concurrency": concurrency, "bs": batch, "global_bs": global_bs,
+        "ttft": ttft, "tpot": tpot, "seq/s": seq_s, "seq/s/gpu": seq_s_gpu, "tokens/s": tokens_s,
+        "tokens/s/gpu": tokens_s_gpu, "tokens/s/user": tokens_s_user, "request_latency": request_latency,
+        "tp": tp, "pp": pp, "dp": dp, "memory": memory["total"],
+    }  # fmt: skip
+    row = {k: numpy_round3(v) for k, v in row.items()}  # DataFrame(...).round(3): float columns only
+    return row, is_oom(memory, capacity_bytes(w.ctx.kernels.system))
+
+
+def oom_message_disagg(model: str, system: str) -> str:
+    return (
+        f"OOM: the model '{model}' does not fit in GPU memory on system '{system}' "
+        f"with the given parallelism. "
+        "Try increasing tp_size/pp_size, using a quantized model, or "
+        "using a system with more VRAM per GPU."
+    )
+
+
+def disagg_estimate(
+    ctx: StepContext,
+    prefill: Layout,
+    prefill_batch: int,
+    prefill_workers: int,
+    decode: Layout,
+    decode_batch: int,
+    decode_workers: int,
+    isl: int,
+    osl: int,
+    prefix: int,
+) -> dict:
+    """``run_disagg`` + ``_run_disagg_estimate``: the struct fields (ServingMiss
+    on a miss or OOM)."""
+    pw = _Worker(ctx, prefill, "context")
+    dw = _Worker(ctx, decode, "generation")
+    p, p_oom = _static_row(pw, "static_ctx", prefill_batch, isl, osl, prefix, PREFILL_LATENCY_CORRECTION_SCALE)
+    d, d_oom = _static_row(dw, "static_gen", decode_batch, isl, osl, prefix, DECODE_LATENCY_CORRECTION_SCALE)
+
+    # _get_disagg_summary_df + _build_disagg_summary_dict
+    p_ttft = p["ttft"] * AUTOSCALE_TTFT_CORRECTION_FACTOR
+    seq_s = min(
+        p["seq/s"] * prefill_workers * RATE_MATCHING_PREFILL_DEGRADATION_FACTOR,
+        d["seq/s"] * decode_workers * RATE_MATCHING_DECODE_DEGRADATION_FACTOR,
+    )
+    prefill_gpus = p["pp"] * p["tp"] * p["dp"]
+    decode_gpus = d["pp"] * d["tp"] * d["dp"]
+    num_total_gpus = prefill_gpus * prefill_workers + decode_gpus * decode_workers
+    seq_s_gpu = seq_s / num_total_gpus if num_total_gpus > 0 else 0.0
+    osl_ = p["osl"]
+    tokens_s = seq_s * osl_
+    tokens_s_gpu = tokens_s / num_total_gpus if num_total_gpus > 0 else 0.0
+    request_latency = p_ttft + d["tpot"] * max(osl_ - 1, 0)
+    db = ctx.db
+    if p_oom or d_oom:
+        raise ServingMiss(oom_message_disagg(ctx.model.name, db.system), "oom")
+    row = {
+        "ttft_ms": p_ttft,
+        "tpot_ms": d["tpot"],
+        "request_latency_ms": request_latency,
+        "tokens_per_s": tokens_s,
+        "tokens_per_s_per_gpu": tokens_s_gpu,
+        "tokens_per_s_per_user": d["tokens/s/user"],
+        "seq_per_s": seq_s,
+        "seq_per_s_per_gpu": seq_s_gpu,
+        "request_rate": seq_s,
+        "concurrency": d["concurrency"] * decode_workers,
+        "num_total_gpus": num_total_gpus,
+        "isl": p["isl"],
+        "osl": osl_,
+        "prefix": p["prefix"],
+    }
+    for side, w, r, workers in (("prefill_", pw, p, prefill_workers), ("decode_", dw, d, decode_workers)):
+        lay = w.layout
+        row.update({
+            side + "parallel": lay.label, side + "tp": r["tp"], side + "pp": r["pp"], side + "dp": r["dp"],
+            side + "moe_tp": lay.moe_tp, side + "moe_ep": lay.moe_ep, side + "bs": r["bs"],
+            side + "global_bs": r["global_bs"], side + "workers": workers, side + "seq_per_s_per_worker": r["seq/s"],
+            side + "memory_gib": r["memory"], **w.quant_fields(side),
+        })  # fmt: skip
+    row.update({"comm": pw.quants.comm, "system": db.system, "backend": db.backend, "version": db.version,
+                "reason": None})  # fmt: skip
+    # pd.DataFrame([summary], columns=ColumnsDisagg).round(3)
+    return {k: numpy_round3(v) for k, v in row.items()}
+
+
+def check_blocks(ctx: StepContext, layout: Layout, phase: str = "context") -> None:
+    """The model builder's fp8_block check (``Invalid quantized MoE configuration``)."""
+    check_moe_blocks(ctx.model, ctx.quants(phase).moe, layout.par)
+
+
+__all__ += ["AggResult", "oom_message_agg", "oom_message_disagg", "check_blocks", "DEEPSEEK", "KIMIK25"]
