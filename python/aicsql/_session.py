@@ -88,10 +88,16 @@ def session_config(config: Optional[SessionConfig] = None, **settings: str) -> S
     """A :class:`SessionConfig` that knows the ``aic.*`` settings.
 
     Keyword arguments set their initial values, e.g.
-    ``session_config(shared_layer="false")``.
+    ``session_config(shared_layer="false")``. DataFusion's leaf-expression
+    pushdown is turned off (``datafusion.optimizer.enable_leaf_expression_pushdown
+    = false``), as in the Rust sessions.
     """
     config = config if config is not None else SessionConfig()
     config = config.with_information_schema(True)
+    # As the Rust sessions do: DataFusion 55's leaf-expression pushdown moves a
+    # struct field access (e['ttft_ms'] of an estimate_agg) below the query's
+    # filter, so rows the filter drops would be priced (and could raise).
+    config = config.set("datafusion.optimizer.enable_leaf_expression_pushdown", "false")
     return config.with_extension(Settings({k: str(v) for k, v in settings.items()}))
 
 
@@ -105,9 +111,11 @@ def context(data: DataDirs = None, config: Optional[SessionConfig] = None, **set
 def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = True) -> None:
     """Registers into ``ctx``: the ``aic`` catalog, the Rust functions
     (``gemm_latency``, ``gemm_sol``, ``gemm_trace``, ``step_latency``,
-    ``engine_step``) and, unless ``python_path=False``, the Python path
-    (``py_gemm_latency``, ``py_gemm_trace``, ``py_step_latency``,
-    ``py_engine_step``) reading the same data.
+    ``engine_step``, ``estimate_agg``, ``estimate_disagg``, ``estimate_memory``)
+    and, unless ``python_path=False``, the Python path (``py_gemm_latency``,
+    ``py_gemm_trace``, ``py_step_latency``, ``py_engine_step``,
+    ``py_estimate_agg``, ``py_estimate_disagg``, ``py_estimate_memory``)
+    reading the same data.
     """
     dirs = _data_dirs(data)
     library = _library(dirs)
@@ -118,6 +126,7 @@ def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = 
         ctx.register_udtf(TableFunction(name, function, ctx))
     if python_path:
         from aicsql.spec import functions as spec
+        from aicsql.spec import serving
 
         spec_data = dirs
 
@@ -133,8 +142,20 @@ def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = 
         def step_rows(settings, *args):
             return spec.engine_step_table(settings, *args, data=spec_data)
 
+        def agg(settings, *arrays):
+            return serving.estimate_agg_batch(settings, *arrays, data=spec_data)
+
+        def disagg(settings, *arrays):
+            return serving.estimate_disagg_batch(settings, *arrays, data=spec_data)
+
+        def memory(settings, *arrays):
+            return serving.estimate_memory_batch(settings, *arrays, data=spec_data)
+
         ctx.register_udf(ScalarUDF.from_pycapsule(library.python_scalar("py_gemm_latency", "gemm_latency", latency)))
         ctx.register_udf(ScalarUDF.from_pycapsule(library.python_scalar("py_step_latency", "step_latency", step)))
+        ctx.register_udf(ScalarUDF.from_pycapsule(library.python_scalar("py_estimate_agg", "estimate_agg", agg)))
+        ctx.register_udf(ScalarUDF.from_pycapsule(library.python_scalar("py_estimate_disagg", "estimate_disagg", disagg)))
+        ctx.register_udf(ScalarUDF.from_pycapsule(library.python_scalar("py_estimate_memory", "estimate_memory", memory)))
         ctx.register_udtf(TableFunction("py_gemm_trace", library.python_table_function("py_gemm_trace", "gemm_trace", trace), ctx))
         ctx.register_udtf(
             TableFunction("py_engine_step", library.python_table_function("py_engine_step", "engine_step", step_rows), ctx)

@@ -5,7 +5,9 @@ one behind ``gemm_latency`` / ``gemm_trace`` (the product) and the
 pure-Python restatement of the spec behind ``py_gemm_latency`` /
 ``py_gemm_trace``. Parity between them is bit-identical or it is a bug.
 The engine step has the same pair (``step_latency`` / ``engine_step`` and
-``py_step_latency`` / ``py_engine_step``). This package runs the SQL in
+``py_step_latency`` / ``py_engine_step``), and so do the serving estimates
+(``estimate_agg`` / ``estimate_disagg`` and ``py_estimate_agg`` /
+``py_estimate_disagg``: ``--scan serving``, compared field by field). This package runs the SQL in
 ``queries/parity/`` over large query sets and
 collects one report::
 
@@ -22,7 +24,9 @@ or from the command line: ``python -m aicsql.parity --scan gemm-models
 Statuses per query: STRICT_PASS (both answered, same bits), DRIFT (both
 answered, different bits; ``rel_diff`` says by how much), REGRESSION (only
 the Python path answered), EXTRA (only the Rust path answered), MISS_BOTH
-(neither: the spec misses).
+(neither: the spec misses). A serving point is a struct: a reason (miss or
+OOM) on one side only is REGRESSION (Rust) or EXTRA (Python), any field
+that differs is DRIFT, and the report names the worst ``field``.
 """
 
 from __future__ import annotations

@@ -41,13 +41,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scan", choices=SCANS, default="gemm-models",
                    help="gemm-models: every model GEMM x m ladder x database x quant (default); "
                    "goldens: the spec's GEMM goldens; random: seeded random shapes; "
-                   "steps: engine-step configs (step_latency vs py_step_latency)")
+                   "steps: engine-step configs (step_latency vs py_step_latency); "
+                   "serving: agg and disagg points (estimate_agg / estimate_disagg vs their py_ pair, field by field)")
     p.add_argument("--out", metavar="FILE", help="write the per-query report to FILE (.parquet or .csv)")
     p.add_argument("--data", metavar="DIR", action="append",
                    help="data directory (repeatable; default: the aicsql cache, $AICSQL_DATA)")
     p.add_argument("--shared-layer", type=_bool, metavar="true|false",
                    help="aic.shared_layer for the scan (default: both modes for goldens, true otherwise)")
-    p.add_argument("--limit", type=_positive, metavar="N", help="at most N queries (per mode): a quick run")
+    p.add_argument("--limit", type=_positive, metavar="N",
+                   help="at most N queries (per mode; serving: N agg and N disagg points): a quick run")
     p.add_argument("--seed", type=int, default=0, help="seed of the random scan (default 0)")
     p.add_argument("--size", type=_positive, default=100_000, metavar="N",
                    help="queries of the random scan (default 100000)")
@@ -55,9 +57,11 @@ def parser() -> argparse.ArgumentParser:
                    help=f"queries per SQL run (default {DEFAULT_CHUNK})")
     p.add_argument("--worst", type=int, default=10, metavar="N", help="DRIFT rows to print (default 10)")
     p.add_argument("--rust", metavar="FUNCTION",
-                   help="the scalar function taken as the Rust side (default gemm_latency; step_latency for steps)")
+                   help="the scalar function taken as the Rust side (default gemm_latency; step_latency for steps; "
+                   "serving: 'AGG,DISAGG', default estimate_agg,estimate_disagg)")
     p.add_argument("--python", metavar="FUNCTION",
-                   help="the scalar function taken as the Python side (default py_gemm_latency; py_step_latency for steps)")
+                   help="the scalar function taken as the Python side (default py_gemm_latency; py_step_latency for "
+                   "steps; serving: 'AGG,DISAGG', default py_estimate_agg,py_estimate_disagg)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
 

@@ -123,10 +123,15 @@ def format_summary(report: pa.Table, worst: int = 10) -> str:
     if drifts.num_rows:
         lines.append("")
         lines.append(f"worst {drifts.num_rows} DRIFT rows (by rel_diff):")
-        # The query's own columns (GEMM: db, quant, m, n, k; steps: model, db, phase, ...).
-        skip = {"scan", "rust_ms", "py_ms", "status", "rel_diff", "golden_ms", "golden_match"}
+        # The query's own columns (GEMM: db, quant, m, n, k; steps: model, db, phase, ...;
+        # serving: point, mode, model, db, tp, ..., then the worst field and its values).
+        values = [c for c in ("field", "rust_ms", "py_ms", "rust_value", "py_value") if c in drifts.column_names]
+        skip = {"scan", "status", "rel_diff", "golden_ms", "golden_match", "rust_reason", "py_reason",
+                "fields_differing", *values}  # fmt: skip
         query_cols = [c for c in drifts.column_names if c not in skip]
-        cols = query_cols + ["rust_ms", "py_ms", "rel_diff"]
+        if "field" in values:  # serving: agg rows have no disagg columns and the other way round
+            query_cols = [c for c in query_cols if drifts.column(c).null_count < drifts.num_rows]
+        cols = query_cols + values + ["rel_diff"]
         lines.append(_table(cols, [[r[c] for c in cols] for r in drifts.select(cols).to_pylist()]))
     lines.append("")
     failing = [f"{counts[x]:,} {x}" for x in FAILING if counts[x]]

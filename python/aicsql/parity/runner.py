@@ -11,7 +11,11 @@ A scan evaluates both paths on every query of a query table, in chunks:
 
 Step 4 runs the file's second statement unchanged; steps 2-3 stand in for
 its first one (the ``parity_results`` view), split in two so that each
-path is timed apart. Chunks let a progress bar move and keep each SQL run
+path is timed apart. The serving scan does this twice, ``estimate_agg``
+over its aggregated points and ``estimate_disagg`` over its disaggregated
+ones (``serving_agg_parity.sql``, ``serving_disagg_parity.sql``: struct
+columns ``rust`` / ``py`` compared field by field), and concatenates the
+two reports. Chunks let a progress bar move and keep each SQL run
 small; both paths cache their tables per process, so chunking costs
 nothing else.
 """
@@ -105,15 +109,33 @@ def _flag(value: Union[bool, str]) -> bool:
 
 class Kind:
     """What a scan compares: the default function pair, their arguments (the
-    query table's columns), and the parity file whose second statement is
-    the verdict."""
+    query table's columns), the parity file whose second statement is the
+    verdict, and the result columns the verdict reads (with their type when
+    there are no rows)."""
 
-    def __init__(self, rust: str, python: str, args: str, sql_file: str):
+    def __init__(self, rust: str, python: str, args: str, sql_file: str, columns: Tuple[str, str] = ("rust_ms", "py_ms"),
+                 result_type: Optional[pa.DataType] = None):  # fmt: skip
         self.rust, self.python, self.args, self.sql_file = rust, python, args, sql_file
+        self.columns = columns
+        self.result_type = result_type if result_type is not None else pa.float64()
 
 
 GEMM = Kind("gemm_latency", "py_gemm_latency", "db, quant, m, n, k", "gemm_parity.sql")
 STEPS = Kind("step_latency", "py_step_latency", "model, db, phase, tp, batch, isl, osl, moe_tp, moe_ep", "step_parity.sql")
+
+
+def _serving_kinds() -> Dict[str, Kind]:
+    from aicsql.spec.serving import AGG_SCHEMA, DISAGG_SCHEMA
+
+    return {
+        "agg": Kind("estimate_agg", "py_estimate_agg",
+                    "model, db, tp, batch, isl, osl, prefix, CAST(NULL AS BIGINT), moe_tp, moe_ep",
+                    "serving_agg_parity.sql", ("rust", "py"), AGG_SCHEMA),
+        "disagg": Kind("estimate_disagg", "py_estimate_disagg",
+                       "model, db, tp, prefill_batch, prefill_workers, tp, decode_batch, decode_workers, isl, osl, "
+                       "prefix, moe_tp, moe_ep, moe_tp, moe_ep",
+                       "serving_disagg_parity.sql", ("rust", "py"), DISAGG_SCHEMA),
+    }  # fmt: skip
 
 
 def _verdict_sql(sql_file: str = GEMM.sql_file) -> str:
@@ -152,6 +174,7 @@ def evaluate(
     python = python or kind.python
     sqlfiles.check_identifier(rust)
     sqlfiles.check_identifier(python)
+    rust_col, py_col = kind.columns
     verdict = _verdict_sql(kind.sql_file)
     if ROW_ID in queries.column_names:
         raise ValueError(f"the queries table may not have a column named {ROW_ID!r}")
@@ -163,7 +186,7 @@ def evaluate(
         row_ids = chunk.column(ROW_ID).combine_chunks()
         _register(ctx, "parity_queries", chunk)
         columns = {}
-        for label, function, column in (("Rust", rust, "rust_ms"), ("Python", python, "py_ms")):
+        for label, function, column in (("Rust", rust, rust_col), ("Python", python, py_col)):
             t0 = time.perf_counter()
             try:
                 result = ctx.sql(
@@ -182,7 +205,7 @@ def evaluate(
             else:
                 python_s += elapsed
             columns[column] = _column(result, column, row_ids)
-        results = chunk.append_column("rust_ms", columns["rust_ms"]).append_column("py_ms", columns["py_ms"])
+        results = chunk.append_column(rust_col, columns[rust_col]).append_column(py_col, columns[py_col])
         _register(ctx, "parity_results", results)
         parts.append(ctx.sql(verdict).to_arrow_table().sort_by(ROW_ID))
         if progress is not None:
@@ -192,7 +215,9 @@ def evaluate(
     if parts:
         report = pa.concat_tables([_plain_strings(p) for p in parts])
     else:  # no queries: the verdict's columns, no rows
-        empty = queries.append_column("rust_ms", pa.array([], pa.float64())).append_column("py_ms", pa.array([], pa.float64()))
+        empty = queries.append_column(rust_col, pa.array([], kind.result_type)).append_column(
+            py_col, pa.array([], kind.result_type)
+        )
         _register(ctx, "parity_results", empty)
         report = _plain_strings(ctx.sql(verdict).to_arrow_table())
         ctx.deregister_table("parity_results")
@@ -227,19 +252,25 @@ def run(
     ``scan, shared_layer``, the query's columns, ``rust_ms, py_ms, status,
     rel_diff`` (and ``golden_ms, golden_match`` for the goldens).
 
-    ``scan``: 'gemm-models', 'goldens', 'random' or 'steps' (engine-step
-    configs, compared with step_latency / py_step_latency; see :mod:`.scans`); or
-    pass your own ``queries`` table (``db, quant, m, n, k``, ...), then
-    ``scan`` only labels the report.
+    ``scan``: 'gemm-models', 'goldens', 'random', 'steps' (engine-step
+    configs, compared with step_latency / py_step_latency) or 'serving'
+    (estimate_agg / py_estimate_agg over the aggregated points, then
+    estimate_disagg / py_estimate_disagg over the disaggregated ones, field
+    by field: the report says which ``field`` drifts worst, with
+    ``rust_value, py_value, rel_diff`` and each side's reason); see
+    :mod:`.scans`. Or pass your own ``queries`` table (``db, quant, m, n, k``,
+    ...), then ``scan`` only labels the report.
     ``shared_layer``: the ``aic.shared_layer`` mode(s) to run in. Default:
     both for the goldens (they carry the spec's value for each), the
     session's current mode otherwise. The session's settings are restored
     afterwards; ``aic.on_miss`` is 'null' during the scan (a miss is a
     status, not an error).
-    ``limit``: at most N queries (per mode). ``seed``, ``size``: the random
-    scan. ``rust``, ``python``: the scalar functions compared (default the
-    product pair of the scan's kind; a test registers a faulty Python
-    variant and names it here).
+    ``limit``: at most N queries (per mode; the serving scan: the first N
+    aggregated and the first N disaggregated points). ``seed``, ``size``: the
+    random scan. ``rust``, ``python``: the scalar functions compared (default
+    the product pair of the scan's kind; a test registers a faulty Python
+    variant and names it here; the serving scan takes
+    'agg_function,disagg_function', a single name replacing the agg one).
     ``progress``: None = automatic (see :class:`Progress`), False = silent.
 
     Timing goes into the schema metadata (``aicsql.parity.*``): the seconds
@@ -249,9 +280,15 @@ def run(
     wall0 = time.perf_counter()
     if queries is None and scan not in scans.SCANS:
         raise ValueError(f"unknown scan {scan!r}; valid: {', '.join(scans.SCANS)}")
-    kind = STEPS if scan == "steps" else GEMM
-    rust = rust or kind.rust
-    python = python or kind.python
+    if scan == "serving" and queries is None:
+        # (kind, rust, python) per part: aggregated points, then disaggregated ones.
+        serving = _serving_kinds()
+        rust_names, python_names = _pair(rust), _pair(python)
+        kinds = [(serving[m], rust_names[i] or serving[m].rust, python_names[i] or serving[m].python)
+                 for i, m in enumerate(("agg", "disagg"))]  # fmt: skip
+    else:
+        kind = STEPS if scan == "steps" else GEMM
+        kinds = [(kind, rust or kind.rust, python or kind.python)]
     settings = _Settings(ctx)
     try:
         settings.set("aic.on_miss", "null")
@@ -267,34 +304,40 @@ def run(
             # Building gemm-models takes seconds before the bar can know its total.
             print(f"{label}: building the queries ...", file=sys.stderr, flush=True)
         build_s = 0.0
-        plans: List[Tuple[bool, pa.Table]] = []
+        plans: List[Tuple[bool, Kind, str, str, pa.Table]] = []
+        built: Optional[List[pa.Table]] = None  # the scans that do not depend on the mode: built once
         for mode in modes:
             t0 = time.perf_counter()
             if queries is not None:
-                table = queries if limit is None else queries.slice(0, limit)
+                tables = [queries if limit is None else queries.slice(0, limit)]
             elif scan == "goldens":
-                table = scans.goldens_queries(mode, limit)
-            elif plans:  # the other scans do not depend on the mode: build once
-                table = plans[0][1]
+                tables = [scans.goldens_queries(mode, limit)]
+            elif built is not None:
+                tables = built
             elif scan == "gemm-models":
-                table = scans.gemm_model_queries(ctx, limit)
+                tables = [scans.gemm_model_queries(ctx, limit)]
             elif scan == "steps":
-                table = scans.step_queries(ctx, limit)
+                tables = [scans.step_queries(ctx, limit)]
+            elif scan == "serving":
+                tables = list(scans.serving_queries(ctx, limit))
             else:
-                table = scans.random_queries(ctx, size=size, seed=seed, limit=limit)
+                tables = [scans.random_queries(ctx, size=size, seed=seed, limit=limit)]
+            built = tables
             build_s += time.perf_counter() - t0
-            plans.append((mode, _plain_strings(table)))
+            for (kind, rust_fn, python_fn), table in zip(kinds, tables):
+                plans.append((mode, kind, rust_fn, python_fn, _plain_strings(table)))
 
-        total = sum(t.num_rows for _, t in plans)
+        total = sum(p[4].num_rows for p in plans)
         rust_s = python_s = 0.0
         parts = []
         with Progress(total, label, enabled=progress) as bar:
             done = 0
-            for mode, table in plans:
+            for mode, kind, rust_fn, python_fn, table in plans:
                 settings.set("aic.shared_layer", "true" if mode else "false")
                 report, r_s, p_s = evaluate(
-                    ctx, table, rust=rust, python=python, chunk_size=chunk_size, progress=bar, offset=done, kind=kind
-                )
+                    ctx, table, rust=rust_fn, python=python_fn, chunk_size=chunk_size, progress=bar, offset=done,
+                    kind=kind,
+                )  # fmt: skip
                 done += table.num_rows
                 rust_s += r_s
                 python_s += p_s
@@ -307,6 +350,8 @@ def run(
     finally:
         settings.restore()
 
+    rust = ",".join(dict.fromkeys(k[1] for k in kinds))
+    python = ",".join(dict.fromkeys(k[2] for k in kinds))
     report = pa.concat_tables(parts)
     metadata = {
         "scan": scan,
@@ -320,6 +365,17 @@ def run(
         "wall_seconds": repr(time.perf_counter() - wall0),
     }
     return report.replace_schema_metadata({META + k: v for k, v in metadata.items()})
+
+
+def _pair(names: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
+    """``--rust`` / ``--python`` of the serving scan: 'agg_function,disagg_function'
+    (either may be empty: the default); a single name replaces the agg one."""
+    if not names:
+        return None, None
+    parts = [p.strip() or None for p in names.split(",")]
+    if len(parts) > 2:
+        raise ValueError(f"{names!r}: the serving scan takes 'agg_function,disagg_function'")
+    return parts[0], parts[1] if len(parts) == 2 else None
 
 
 # ---- bisection -------------------------------------------------------------------------------

@@ -18,6 +18,16 @@ with at least ``db, quant, m, n, k`` (plus columns that explain the row).
     tables its family reads x tp 1/2/4/8 x batch 1/8/64 x isl
     128/1024/4096/16384 x osl 2/128 x both phases; compared with
     ``step_latency`` / ``py_step_latency``.
+``serving``
+    serving points (``queries/parity/serving_grid.sql``): every LLAMA and
+    MOE model of the steps grid x the h200_sxm and gb200 databases with the
+    tables its family reads x tp 1/2/4/8 x workloads (isl, osl, prefix) =
+    (1024, 128, 0), (4000, 1000, 0), (256, 256, 128), as aggregated points
+    (batch 1/16/128) and disaggregated ones (the same tp on both sides,
+    prefill batch 1, decode batch 16/128, one worker each); MoE models at
+    moe_tp = 1, moe_ep = tp. Compared with ``estimate_agg`` /
+    ``py_estimate_agg`` and ``estimate_disagg`` / ``py_estimate_disagg``
+    field by field (``serving_agg_parity.sql``, ``serving_disagg_parity.sql``).
 """
 
 from __future__ import annotations
@@ -39,10 +49,11 @@ __all__ = [
     "goldens_queries",
     "random_queries",
     "step_queries",
+    "serving_queries",
     "db_quants",
 ]
 
-SCANS = ("gemm-models", "goldens", "random", "steps")
+SCANS = ("gemm-models", "goldens", "random", "steps", "serving")
 
 # Ranges of the random scan (inclusive).
 RANDOM_M = (0, 1 << 22)
@@ -186,3 +197,20 @@ def step_queries(ctx, limit: Optional[int] = None) -> pa.Table:
     batch, isl, osl); ``limit`` keeps the first N."""
     (sql,) = sqlfiles.statements(sqlfiles.load("step_grid.sql"))
     return ctx.sql(_limit_sql(sql, limit)).to_arrow_table()
+
+
+# ---- serving ---------------------------------------------------------------------------------
+
+
+def serving_queries(ctx, limit: Optional[int] = None) -> Tuple[pa.Table, pa.Table]:
+    """The points of ``serving_grid.sql``, split into (aggregated,
+    disaggregated), each in grid order; ``limit`` keeps the first N of each."""
+    import pyarrow.compute as pc
+
+    (sql,) = sqlfiles.statements(sqlfiles.load("serving_grid.sql"))
+    grid = ctx.sql(sql).to_arrow_table()
+    parts = []
+    for mode in ("agg", "disagg"):
+        part = grid.filter(pc.equal(grid.column("mode"), mode))
+        parts.append(part if limit is None else part.slice(0, limit))
+    return parts[0], parts[1]
