@@ -158,7 +158,7 @@ impl Server<'_> {
     fn prefill_row(&mut self, q: &DisaggQuery) -> Result<StaticRow, ServingError> {
         let p = q.prefill;
         let shape = Server::shape(&p, q.prefill_batch, q.isl, q.osl);
-        let sums = self.step.context_sums(&shape, q.prefix)?;
+        let sums = self.pass(Phase::Context, &shape, q.prefix)?;
         let context_ms = sums.scaled_total(PREFILL_LATENCY_CORRECTION);
         let ttft = context_ms;
         let request_latency = ttft;
@@ -207,7 +207,7 @@ impl Server<'_> {
     fn decode_row(&mut self, q: &DisaggQuery) -> Result<StaticRow, ServingError> {
         let p = q.decode;
         let shape = Server::shape(&p, q.decode_batch, q.isl, q.osl);
-        let sums = self.step.generation_sums(&shape)?;
+        let sums = self.pass(Phase::Generation, &shape, 0)?;
         let generation_ms = sums.scaled_total(DECODE_LATENCY_CORRECTION);
         let generated = f64::from(q.osl - 1);
         let tpot = if q.osl <= 1 { 0.0 } else { generation_ms / generated };

@@ -1,6 +1,9 @@
 //! A model on a database, ready to price many deployments.
 
-use aicsql_tables::{DataTree, MemoryInputs, Num, StepModel, StepShape, SystemSpec, system_spec};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aicsql_tables::{DataTree, MemoryInputs, Num, Phase, PhaseSums, StepModel, StepShape, SystemSpec, system_spec};
 
 use crate::backend::Backend;
 use crate::error::ServingError;
@@ -16,6 +19,43 @@ pub struct Server<'a> {
     pub(crate) system: SystemSpec,
     pub(crate) model: String,
     pub(crate) version: String,
+    /// Static passes already priced: a sweep's estimates share many (the
+    /// context attention pass of every batch size, a decode step at batch
+    /// `b - 1` that is the next batch's mixed-step decode pass).
+    passes: HashMap<PassKey, Arc<PhaseSums>>,
+}
+
+/// One static pass: the phase, the step shape and the cached prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct PassKey {
+    phase: Phase,
+    tp: u32,
+    batch: u32,
+    isl: u32,
+    osl: u32,
+    moe_tp: Option<u32>,
+    moe_ep: Option<u32>,
+    prefix: u32,
+}
+
+/// Passes kept before the memo starts over (bounded memory in long scans).
+const MAX_PASSES: usize = 1 << 14;
+
+impl Server<'static> {
+    /// As [`Server::new`], holding a share of the tree: a server that can be
+    /// kept warm (op lists, table handles, priced passes) across calls.
+    pub fn shared(
+        tree: Arc<DataTree>,
+        model: &str,
+        system: &str,
+        backend: &str,
+        version: &str,
+        shared_layer: bool,
+    ) -> Result<Server<'static>, ServingError> {
+        let serving = Backend::from_name(backend)?;
+        let step = StepModel::shared(Arc::clone(&tree), model, system, backend, version, shared_layer)?;
+        Server::with_step(step, &tree, model, system, serving, version)
+    }
 }
 
 impl<'a> Server<'a> {
@@ -30,8 +70,26 @@ impl<'a> Server<'a> {
     ) -> Result<Server<'a>, ServingError> {
         let serving = Backend::from_name(backend)?;
         let step = StepModel::new(tree, model, system, backend, version, shared_layer)?;
+        Server::with_step(step, tree, model, system, serving, version)
+    }
+
+    fn with_step(
+        step: StepModel<'a>,
+        tree: &DataTree,
+        model: &str,
+        system: &str,
+        backend: Backend,
+        version: &str,
+    ) -> Result<Server<'a>, ServingError> {
         let (spec, _) = system_spec(tree, system).map_err(|e| ServingError::Step(e.into()))?;
-        Ok(Server { step, backend: serving, system: spec, model: model.to_string(), version: version.to_string() })
+        Ok(Server {
+            step,
+            backend,
+            system: spec,
+            model: model.to_string(),
+            version: version.to_string(),
+            passes: HashMap::new(),
+        })
     }
 
     /// The step model underneath (for per-op breakdowns).
@@ -61,6 +119,38 @@ impl<'a> Server<'a> {
     /// The step shape of one static pass of a worker at `parallel`.
     pub(crate) fn shape(parallel: &Parallel, batch: u32, isl: u32, osl: u32) -> StepShape {
         StepShape { tp: parallel.tp, batch, isl, osl, moe_tp: parallel.moe_tp, moe_ep: parallel.moe_ep }
+    }
+
+    /// The per-name sums of a static pass (context at a cached `prefix`, or
+    /// generation), priced once per distinct pass. Misses are not kept.
+    pub(crate) fn pass(
+        &mut self,
+        phase: Phase,
+        shape: &StepShape,
+        prefix: u32,
+    ) -> Result<Arc<PhaseSums>, ServingError> {
+        let key = PassKey {
+            phase,
+            tp: shape.tp,
+            batch: shape.batch,
+            isl: shape.isl,
+            osl: shape.osl,
+            moe_tp: shape.moe_tp,
+            moe_ep: shape.moe_ep,
+            prefix,
+        };
+        if let Some(sums) = self.passes.get(&key) {
+            return Ok(Arc::clone(sums));
+        }
+        let sums = Arc::new(match phase {
+            Phase::Context => self.step.context_sums(shape, prefix)?,
+            Phase::Generation => self.step.generation_sums(shape)?,
+        });
+        if self.passes.len() >= MAX_PASSES {
+            self.passes.clear();
+        }
+        self.passes.insert(key, Arc::clone(&sums));
+        Ok(sums)
     }
 
     /// The serving layer prices one worker of `tp` GPUs; pipeline and

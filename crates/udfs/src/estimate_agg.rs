@@ -16,7 +16,7 @@ use aicsql_tables::DataTree;
 use crate::config::{AicOptions, OnMiss};
 use crate::errors::serving_error;
 use crate::serving_args::{Arguments, Calls, Slot};
-use crate::step_models::Models;
+use crate::step_models::ModelPool;
 use crate::struct_out::{Kind, Schema, StructOut, Value, struct_type};
 use crate::{DOC_SECTION_AICSQL, SharedTree};
 
@@ -174,11 +174,12 @@ fn push(out: &mut StructOut, e: &AggEstimate, server: &Server, buf: &mut String)
 pub struct EstimateAgg {
     tree: SharedTree,
     signature: Signature,
+    pool: ModelPool<Server<'static>>,
 }
 
 impl EstimateAgg {
     pub fn new(tree: Arc<DataTree>) -> Self {
-        Self { tree: SharedTree(tree), signature: AGG_ARGUMENTS.signature() }
+        Self { tree: SharedTree(tree), signature: AGG_ARGUMENTS.signature(), pool: ModelPool::new(NAME) }
     }
 }
 
@@ -202,21 +203,29 @@ impl ScalarUDFImpl for EstimateAgg {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
         let calls = Calls::new(NAME, &AGG_ARGUMENTS, &args.args, args.number_rows)?;
-        let mut servers: Models<Server> = Models::new(NAME, &self.tree, &options);
+        let mut servers = self.pool.take(&self.tree.0, &options);
         let mut out = StructOut::new(NAME, FIELDS, calls.rows);
         let mut buf = String::new();
-        for row in 0..calls.rows {
-            let Some((model, db, q)) = agg_query(&calls, row)? else {
-                out.push_null();
-                continue;
-            };
-            let (server, db_name) = servers.get(model, db)?;
-            match server.estimate_agg(&q) {
-                Ok(e) => push(&mut out, &e, server, &mut buf)?,
-                Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => out.push_reason(&e.to_string())?,
-                Err(e) => return Err(serving_error(NAME, model, db_name, e)),
+        // The set goes back to the pool even when a row fails.
+        let priced = (|| -> Result<()> {
+            for row in 0..calls.rows {
+                let Some((model, db, q)) = agg_query(&calls, row)? else {
+                    out.push_null();
+                    continue;
+                };
+                let (server, db_name) = servers.get(model, db)?;
+                match server.estimate_agg(&q) {
+                    Ok(e) => push(&mut out, &e, server, &mut buf)?,
+                    Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => {
+                        out.push_reason(&e.to_string())?
+                    }
+                    Err(e) => return Err(serving_error(NAME, model, db_name, e)),
+                }
             }
-        }
+            Ok(())
+        })();
+        self.pool.give(servers);
+        priced?;
         calls.finish(out.finish()?)
     }
 
@@ -246,7 +255,8 @@ impl ScalarUDFImpl for EstimateAgg {
             .with_argument(
                 "parallel",
                 "An integer tp (pp = dp = 1; moe_tp / moe_ep apply), or the spec's label as search results print it, \
-                 e.g. 'tp8pp1dp1etp1ep8' ('etpNoneepNone' for dense models). pp > 1 and dp > 1 are refused for now.",
+                 e.g. 'tp8pp1dp1etp1ep8' ('etpNoneepNone' for dense models), which carries its own MoE widths \
+                 (moe_tp / moe_ep may only repeat them). pp > 1 and dp > 1 are refused for now.",
             )
             .with_argument("batch", "Concurrent requests per worker, >= 1.")
             .with_argument("isl", "Input sequence length, >= 1.")

@@ -17,7 +17,7 @@ use crate::config::{AicOptions, OnMiss};
 use crate::errors::serving_error;
 use crate::estimate_agg::label;
 use crate::serving_args::{Arguments, Calls, Slot};
-use crate::step_models::Models;
+use crate::step_models::ModelPool;
 use crate::struct_out::{Kind, Schema, StructOut, Value, struct_type};
 use crate::{DOC_SECTION_AICSQL, SharedTree};
 
@@ -195,11 +195,12 @@ fn push(out: &mut StructOut, e: &DisaggEstimate, server: &Server, bufs: &mut [St
 pub struct EstimateDisagg {
     tree: SharedTree,
     signature: Signature,
+    pool: ModelPool<Server<'static>>,
 }
 
 impl EstimateDisagg {
     pub fn new(tree: Arc<DataTree>) -> Self {
-        Self { tree: SharedTree(tree), signature: ARGUMENTS.signature() }
+        Self { tree: SharedTree(tree), signature: ARGUMENTS.signature(), pool: ModelPool::new(NAME) }
     }
 }
 
@@ -223,21 +224,29 @@ impl ScalarUDFImpl for EstimateDisagg {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
         let calls = Calls::new(NAME, &ARGUMENTS, &args.args, args.number_rows)?;
-        let mut servers: Models<Server> = Models::new(NAME, &self.tree, &options);
+        let mut servers = self.pool.take(&self.tree.0, &options);
         let mut out = StructOut::new(NAME, FIELDS, calls.rows);
         let mut bufs = [String::new(), String::new()];
-        for row in 0..calls.rows {
-            let Some((model, db, q)) = query(&calls, row)? else {
-                out.push_null();
-                continue;
-            };
-            let (server, db_name) = servers.get(model, db)?;
-            match server.estimate_disagg(&q) {
-                Ok(e) => push(&mut out, &e, server, &mut bufs)?,
-                Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => out.push_reason(&e.to_string())?,
-                Err(e) => return Err(serving_error(NAME, model, db_name, e)),
+        // The set goes back to the pool even when a row fails.
+        let priced = (|| -> Result<()> {
+            for row in 0..calls.rows {
+                let Some((model, db, q)) = query(&calls, row)? else {
+                    out.push_null();
+                    continue;
+                };
+                let (server, db_name) = servers.get(model, db)?;
+                match server.estimate_disagg(&q) {
+                    Ok(e) => push(&mut out, &e, server, &mut bufs)?,
+                    Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => {
+                        out.push_reason(&e.to_string())?
+                    }
+                    Err(e) => return Err(serving_error(NAME, model, db_name, e)),
+                }
             }
-        }
+            Ok(())
+        })();
+        self.pool.give(servers);
+        priced?;
         calls.finish(out.finish()?)
     }
 

@@ -16,7 +16,7 @@ use crate::config::{AicOptions, OnMiss};
 use crate::errors::serving_error;
 use crate::estimate_agg::{AGG_ARGUMENTS, agg_query};
 use crate::serving_args::Calls;
-use crate::step_models::Models;
+use crate::step_models::ModelPool;
 use crate::struct_out::{Kind, Schema, StructOut, Value, struct_type};
 use crate::{DOC_SECTION_AICSQL, SharedTree};
 
@@ -38,11 +38,12 @@ const FIELDS: &Schema = &[
 pub struct EstimateMemory {
     tree: SharedTree,
     signature: Signature,
+    pool: ModelPool<Server<'static>>,
 }
 
 impl EstimateMemory {
     pub fn new(tree: Arc<DataTree>) -> Self {
-        Self { tree: SharedTree(tree), signature: AGG_ARGUMENTS.signature() }
+        Self { tree: SharedTree(tree), signature: AGG_ARGUMENTS.signature(), pool: ModelPool::new(NAME) }
     }
 }
 
@@ -66,30 +67,38 @@ impl ScalarUDFImpl for EstimateMemory {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
         let calls = Calls::new(NAME, &AGG_ARGUMENTS, &args.args, args.number_rows)?;
-        let mut servers: Models<Server> = Models::new(NAME, &self.tree, &options);
+        let mut servers = self.pool.take(&self.tree.0, &options);
         let mut out = StructOut::new(NAME, FIELDS, calls.rows);
-        for row in 0..calls.rows {
-            let Some((model, db, q)) = agg_query(&calls, row)? else {
-                out.push_null();
-                continue;
-            };
-            let (server, db_name) = servers.get(model, db)?;
-            match server.agg_memory(&q) {
-                Ok((m, capacity_gib)) => out.push(&[
-                    m.weights.into(),
-                    m.activations.into(),
-                    m.kvcache.into(),
-                    m.nccl.into(),
-                    m.others.into(),
-                    m.total.into(),
-                    capacity_gib.into(),
-                    (m.total < capacity_gib).into(),
-                    Value::Null,
-                ])?,
-                Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => out.push_reason(&e.to_string())?,
-                Err(e) => return Err(serving_error(NAME, model, db_name, e)),
+        // The set goes back to the pool even when a row fails.
+        let priced = (|| -> Result<()> {
+            for row in 0..calls.rows {
+                let Some((model, db, q)) = agg_query(&calls, row)? else {
+                    out.push_null();
+                    continue;
+                };
+                let (server, db_name) = servers.get(model, db)?;
+                match server.agg_memory(&q) {
+                    Ok((m, capacity_gib)) => out.push(&[
+                        m.weights.into(),
+                        m.activations.into(),
+                        m.kvcache.into(),
+                        m.nccl.into(),
+                        m.others.into(),
+                        m.total.into(),
+                        capacity_gib.into(),
+                        (m.total < capacity_gib).into(),
+                        Value::Null,
+                    ])?,
+                    Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => {
+                        out.push_reason(&e.to_string())?
+                    }
+                    Err(e) => return Err(serving_error(NAME, model, db_name, e)),
+                }
             }
-        }
+            Ok(())
+        })();
+        self.pool.give(servers);
+        priced?;
         calls.finish(out.finish()?)
     }
 

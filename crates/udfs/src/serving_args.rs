@@ -146,7 +146,7 @@ impl<'a> Calls<'a> {
 
     /// The parallel layout at `position` with the MoE widths of positions
     /// `moe` (an integer tp takes them; a label carries its own, and a
-    /// differing width given beside it is an error). `Ok(None)`: NULL.
+    /// width given beside it must repeat the label's). `Ok(None)`: NULL.
     pub(crate) fn parallel(&self, position: usize, moe: [usize; 2], row: usize) -> Result<Option<Parallel>> {
         let (moe_tp, moe_ep) = (self.int(moe[0], row)?, self.int(moe[1], row)?);
         match self.columns.get(position) {
@@ -156,21 +156,21 @@ impl<'a> Calls<'a> {
             }
             Some(Column::Parallel(ParallelArg::Label(t))) => {
                 let Some(label) = t.get(row) else { return Ok(None) };
-                let mut p = Parallel::parse(label).map_err(|e| {
+                let p = Parallel::parse(label).map_err(|e| {
                     DataFusionError::Execution(format!("{}: {}: {e}", self.function, self.names[position]))
                 })?;
-                for (given, width, name) in [(moe_tp, &mut p.moe_tp, moe[0]), (moe_ep, &mut p.moe_ep, moe[1])] {
-                    match (given, *width) {
-                        (Some(g), Some(w)) if g != w => {
-                            return exec_err!(
-                                "{}: {} = {g} contradicts {} '{label}'",
-                                self.function,
-                                self.names[name],
-                                self.names[position]
-                            );
-                        }
-                        (Some(g), None) => *width = Some(g),
-                        _ => {}
+                // A label carries the MoE widths (`None`: unset, inferred
+                // by the spec); an argument beside it may only repeat them.
+                for (given, width, name) in [(moe_tp, p.moe_tp, moe[0]), (moe_ep, p.moe_ep, moe[1])] {
+                    if let Some(g) = given
+                        && width != Some(g)
+                    {
+                        return exec_err!(
+                            "{}: {} = {g} contradicts {} '{label}' (a label carries its own MoE widths)",
+                            self.function,
+                            self.names[name],
+                            self.names[position]
+                        );
                     }
                 }
                 Ok(Some(p))

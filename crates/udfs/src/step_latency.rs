@@ -15,7 +15,7 @@ use aicsql_tables::step::{StepError, StepModel};
 use crate::config::{AicOptions, OnMiss};
 use crate::errors::step_error;
 use crate::step_args::{StepCalls, coerce_step, step_signature};
-use crate::step_models::Models;
+use crate::step_models::ModelPool;
 use crate::{DOC_SECTION_AICSQL, SharedTree};
 
 const NAME: &str = "step_latency";
@@ -24,11 +24,12 @@ const NAME: &str = "step_latency";
 pub struct StepLatency {
     tree: SharedTree,
     signature: Signature,
+    pool: ModelPool<StepModel<'static>>,
 }
 
 impl StepLatency {
     pub fn new(tree: Arc<DataTree>) -> Self {
-        Self { tree: SharedTree(tree), signature: step_signature() }
+        Self { tree: SharedTree(tree), signature: step_signature(), pool: ModelPool::new(NAME) }
     }
 }
 
@@ -52,20 +53,26 @@ impl ScalarUDFImpl for StepLatency {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
         let calls = StepCalls::new(NAME, &args.args, args.number_rows)?;
-        let mut models: Models<StepModel> = Models::new(NAME, &self.tree, &options);
+        let mut models = self.pool.take(&self.tree.0, &options);
         let mut out = Float64Builder::with_capacity(calls.rows);
-        for row in 0..calls.rows {
-            let Some(call) = calls.get(row)? else {
-                out.append_null();
-                continue;
-            };
-            let (step, db_name) = models.get(call.model, call.db)?;
-            match step.latency(call.phase, &call.shape) {
-                Ok(ms) => out.append_value(ms),
-                Err(StepError::Miss { .. }) if options.on_miss == OnMiss::Null => out.append_null(),
-                Err(e) => return Err(step_error(NAME, call.model, db_name, e)),
+        // The set goes back to the pool even when a row fails.
+        let priced = (|| -> Result<()> {
+            for row in 0..calls.rows {
+                let Some(call) = calls.get(row)? else {
+                    out.append_null();
+                    continue;
+                };
+                let (step, db_name) = models.get(call.model, call.db)?;
+                match step.latency(call.phase, &call.shape) {
+                    Ok(ms) => out.append_value(ms),
+                    Err(StepError::Miss { .. }) if options.on_miss == OnMiss::Null => out.append_null(),
+                    Err(e) => return Err(step_error(NAME, call.model, db_name, e)),
+                }
             }
-        }
+            Ok(())
+        })();
+        self.pool.give(models);
+        priced?;
         calls.finish(Arc::new(out.finish()))
     }
 

@@ -1,6 +1,12 @@
-//! The step models (or serving models) of one batch of a function: each
-//! distinct (model, db) pair is resolved and built once, and consecutive
-//! rows that share it skip even the lookup.
+//! The step models (or serving models) a function prices with: each
+//! distinct (model, db) pair is resolved and built once, consecutive rows
+//! that share it skip even the lookup, and the built models outlive the
+//! batch. A function keeps a small pool of them, one set per concurrent
+//! call, so the next batch finds its op lists, table handles and (serving)
+//! priced passes warm: a query whose input arrives in many small batches
+//! costs what one large batch costs.
+
+use std::sync::{Arc, Mutex};
 
 use aicsql_serving::{Server, ServingError};
 use aicsql_tables::DataTree;
@@ -30,10 +36,10 @@ impl From<NoModel> for DataFusionError {
     }
 }
 
-/// What a batch keeps per (model, db): a step model, or a serving model.
-pub(crate) trait Built<'a>: Sized {
+/// What a function keeps per (model, db): a step model, or a serving model.
+pub(crate) trait Built: Sized + Send {
     fn build(
-        tree: &'a DataTree,
+        tree: &Arc<DataTree>,
         model: &str,
         system: &str,
         backend: &str,
@@ -42,46 +48,48 @@ pub(crate) trait Built<'a>: Sized {
     ) -> Result<Self, ServingError>;
 }
 
-impl<'a> Built<'a> for StepModel<'a> {
+impl Built for StepModel<'static> {
     fn build(
-        tree: &'a DataTree,
+        tree: &Arc<DataTree>,
         model: &str,
         system: &str,
         backend: &str,
         version: &str,
         shared: bool,
     ) -> Result<Self, ServingError> {
-        Ok(StepModel::new(tree, model, system, backend, version, shared)?)
+        Ok(StepModel::shared(Arc::clone(tree), model, system, backend, version, shared)?)
     }
 }
 
-impl<'a> Built<'a> for Server<'a> {
+impl Built for Server<'static> {
     fn build(
-        tree: &'a DataTree,
+        tree: &Arc<DataTree>,
         model: &str,
         system: &str,
         backend: &str,
         version: &str,
         shared: bool,
     ) -> Result<Self, ServingError> {
-        Server::new(tree, model, system, backend, version, shared)
+        Server::shared(Arc::clone(tree), model, system, backend, version, shared)
     }
 }
 
-/// The models of one batch, resolved once per distinct (model, db) pair.
-pub(crate) struct Models<'a, T = StepModel<'a>> {
+/// Distinct (model, db) pairs one set keeps before it starts over.
+const MAX_MODELS: usize = 256;
+/// Sets a pool keeps (about one per concurrent call).
+const MAX_SETS: usize = 16;
+
+/// The models of one call, resolved once per distinct (model, db) pair
+/// under the call's settings.
+pub(crate) struct Models<T> {
     function: &'static str,
-    tree: &'a DataTree,
-    options: &'a AicOptions,
+    tree: Arc<DataTree>,
+    options: AicOptions,
     entries: Vec<(String, String, String, T)>,
     last: usize,
 }
 
-impl<'a, T: Built<'a>> Models<'a, T> {
-    pub(crate) fn new(function: &'static str, tree: &'a DataTree, options: &'a AicOptions) -> Self {
-        Self { function, tree, options, entries: Vec::new(), last: 0 }
-    }
-
+impl<T: Built> Models<T> {
     /// The model for `(model, db)`, and the resolved database name.
     pub(crate) fn get(&mut self, model: &str, db: &str) -> Result<(&mut T, &str), NoModel> {
         let hit = |e: &(String, String, String, T)| e.0 == model && e.1 == db;
@@ -91,7 +99,7 @@ impl<'a, T: Built<'a>> Models<'a, T> {
                 Some(i) => i,
                 None => {
                     let function = self.function;
-                    let database = resolve(function, self.tree, db, self.options).map_err(|e| match e {
+                    let database = resolve(function, &self.tree, db, &self.options).map_err(|e| match e {
                         DataFusionError::Execution(ref m) | DataFusionError::Plan(ref m) => {
                             let reason = m.strip_prefix(function).and_then(|r| r.strip_prefix(": ")).unwrap_or(m);
                             NoModel::Refused { reason: reason.to_string(), error: e }
@@ -100,7 +108,7 @@ impl<'a, T: Built<'a>> Models<'a, T> {
                     })?;
                     let name = database.name();
                     let step = T::build(
-                        self.tree,
+                        &self.tree,
                         model,
                         &database.system,
                         &database.backend,
@@ -119,6 +127,9 @@ impl<'a, T: Built<'a>> Models<'a, T> {
                             error: DataFusionError::Execution(format!("{function}: {model} on {name}: {e}")),
                         },
                     })?;
+                    if self.entries.len() >= MAX_MODELS {
+                        self.entries.clear();
+                    }
                     self.entries.push((model.to_string(), db.to_string(), name, step));
                     self.entries.len() - 1
                 }
@@ -127,5 +138,66 @@ impl<'a, T: Built<'a>> Models<'a, T> {
         self.last = index;
         let entry = &mut self.entries[index];
         Ok((&mut entry.3, entry.2.as_str()))
+    }
+}
+
+/// A function's warm model sets. Calls take one (built under the same
+/// settings, or a new one) and give it back when they finish, so
+/// concurrent partitions never share a set.
+pub(crate) struct ModelPool<T> {
+    function: &'static str,
+    sets: Mutex<Vec<Models<T>>>,
+}
+
+impl<T: Built> ModelPool<T> {
+    pub(crate) fn new(function: &'static str) -> Self {
+        Self { function, sets: Mutex::new(Vec::new()) }
+    }
+
+    /// A set for a call under `options`.
+    pub(crate) fn take(&self, tree: &Arc<DataTree>, options: &AicOptions) -> Models<T> {
+        let mut sets = self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match sets.iter().rposition(|m| Arc::ptr_eq(&m.tree, tree) && m.options == *options) {
+            Some(i) => sets.swap_remove(i),
+            None => Models {
+                function: self.function,
+                tree: Arc::clone(tree),
+                options: options.clone(),
+                entries: Vec::new(),
+                last: 0,
+            },
+        }
+    }
+
+    /// Returns a set after the call (a failed call's set too: what it
+    /// built is still valid).
+    pub(crate) fn give(&self, models: Models<T>) {
+        let mut sets = self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if sets.len() >= MAX_SETS {
+            sets.remove(0);
+        }
+        sets.push(models);
+    }
+}
+
+impl<T> std::fmt::Debug for ModelPool<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelPool").field("function", &self.function).finish_non_exhaustive()
+    }
+}
+
+/// A pool is a cache: two functions over the same tree are the same
+/// function whatever their pools hold.
+impl<T> PartialEq for ModelPool<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.function == other.function
+    }
+}
+
+impl<T> Eq for ModelPool<T> {}
+
+impl<T> std::hash::Hash for ModelPool<T> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.function.hash(state);
     }
 }

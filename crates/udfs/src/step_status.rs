@@ -17,7 +17,7 @@ use aicsql_tables::step::{StepError, StepModel};
 use crate::config::AicOptions;
 use crate::errors::step_error;
 use crate::step_args::{StepCalls, coerce_step, step_signature};
-use crate::step_models::{Models, NoModel};
+use crate::step_models::{ModelPool, NoModel};
 use crate::{DOC_SECTION_AICSQL, SharedTree};
 
 const NAME: &str = "step_status";
@@ -29,11 +29,12 @@ pub const PRICED: &str = "priced";
 pub struct StepStatus {
     tree: SharedTree,
     signature: Signature,
+    pool: ModelPool<StepModel<'static>>,
 }
 
 impl StepStatus {
     pub fn new(tree: Arc<DataTree>) -> Self {
-        Self { tree: SharedTree(tree), signature: step_signature() }
+        Self { tree: SharedTree(tree), signature: step_signature(), pool: ModelPool::new(NAME) }
     }
 }
 
@@ -57,29 +58,35 @@ impl ScalarUDFImpl for StepStatus {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
         let calls = StepCalls::new(NAME, &args.args, args.number_rows)?;
-        let mut models: Models<StepModel> = Models::new(NAME, &self.tree, &options);
+        let mut models = self.pool.take(&self.tree.0, &options);
         let mut out = StringBuilder::new();
-        for row in 0..calls.rows {
-            // A bad phase or shape is the query's mistake, not a status: it fails as in step_latency.
-            let Some(call) = calls.get(row)? else {
-                out.append_null();
-                continue;
-            };
-            let (step, db_name) = match models.get(call.model, call.db) {
-                Ok(found) => found,
-                Err(NoModel::Refused { reason, .. }) => {
-                    out.append_value(format!("refused: {reason}"));
+        // The set goes back to the pool even when a row fails.
+        let priced = (|| -> Result<()> {
+            for row in 0..calls.rows {
+                // A bad phase or shape is the query's mistake, not a status: it fails as in step_latency.
+                let Some(call) = calls.get(row)? else {
+                    out.append_null();
                     continue;
+                };
+                let (step, db_name) = match models.get(call.model, call.db) {
+                    Ok(found) => found,
+                    Err(NoModel::Refused { reason, .. }) => {
+                        out.append_value(format!("refused: {reason}"));
+                        continue;
+                    }
+                    Err(NoModel::Broken(e)) => return Err(e),
+                };
+                match step.latency(call.phase, &call.shape) {
+                    Ok(_) => out.append_value(PRICED),
+                    Err(e @ StepError::Miss { .. }) => out.append_value(format!("miss: {e}")),
+                    Err(e @ StepError::Input(_)) => out.append_value(format!("refused: {e}")),
+                    Err(e @ StepError::Data(_)) => return Err(step_error(NAME, call.model, db_name, e)),
                 }
-                Err(NoModel::Broken(e)) => return Err(e),
-            };
-            match step.latency(call.phase, &call.shape) {
-                Ok(_) => out.append_value(PRICED),
-                Err(e @ StepError::Miss { .. }) => out.append_value(format!("miss: {e}")),
-                Err(e @ StepError::Input(_)) => out.append_value(format!("refused: {e}")),
-                Err(e @ StepError::Data(_)) => return Err(step_error(NAME, call.model, db_name, e)),
             }
-        }
+            Ok(())
+        })();
+        self.pool.give(models);
+        priced?;
         calls.finish(Arc::new(out.finish()))
     }
 

@@ -64,7 +64,7 @@ impl OpValue {
 
 /// The database a step runs on, with its tables loaded on demand.
 pub(crate) struct Tables<'a> {
-    tree: &'a DataTree,
+    tree: TreeRef<'a>,
     system: String,
     backend: String,
     version: String,
@@ -85,6 +85,25 @@ pub(crate) struct Tables<'a> {
     mla_generation_module: Option<Arc<GenerationMlaModuleTable>>,
     /// The fp8_static GEMM roofline (its floor), built on first use.
     fp8_static_sol: Option<Arc<GemmSol>>,
+}
+
+/// The mounted tree, borrowed or shared: a step model built from an
+/// `Arc<DataTree>` owns its handle, so it can outlive the caller's borrow
+/// (the SQL functions keep warm models across batches).
+pub(crate) enum TreeRef<'a> {
+    Borrowed(&'a DataTree),
+    Shared(Arc<DataTree>),
+}
+
+impl std::ops::Deref for TreeRef<'_> {
+    type Target = DataTree;
+
+    fn deref(&self) -> &DataTree {
+        match self {
+            TreeRef::Borrowed(tree) => tree,
+            TreeRef::Shared(tree) => tree,
+        }
+    }
 }
 
 /// Where one op evaluation happens: the op's full name (for errors) and
@@ -140,20 +159,20 @@ impl<'a> Tables<'a> {
     /// no usable YAML or the database is unknown (every model has a
     /// bfloat16 GEMM, which this loads up front).
     pub fn new(
-        tree: &'a DataTree,
+        tree: TreeRef<'a>,
         system: &str,
         backend: &str,
         version: &str,
         shared: bool,
     ) -> Result<Tables<'a>, StepError> {
         let sol = tree.cache().op_sol.get(system.to_string(), || {
-            let (spec, yaml) = system_spec(tree, system)?;
+            let (spec, yaml) = system_spec(&tree, system)?;
             OpSol::new(&spec).map_err(|e| TablesError::document(&yaml, e))
         })?;
         // A database without a GEMM table of its own (its GEMMs only in the
         // shared layer, which is off) is not refused here: each GEMM op
         // misses, as the spec's lookups do, so `on_miss` decides.
-        let gemm = match GemmTable::cached(tree, system, backend, version, GemmQuant::Bfloat16, shared) {
+        let gemm = match GemmTable::cached(&tree, system, backend, version, GemmQuant::Bfloat16, shared) {
             Ok(bf16) => vec![(GemmQuant::Bfloat16, bf16)],
             Err(e) if e.class() == ErrorClass::Miss => Vec::new(),
             Err(e) => return Err(e.into()),
@@ -190,49 +209,49 @@ impl<'a> Tables<'a> {
         if let Some((_, t)) = self.gemm.iter().find(|(q, _)| *q == quant) {
             return Ok(Arc::clone(t));
         }
-        let t = GemmTable::cached(self.tree, &self.system, &self.backend, &self.version, quant, self.shared)?;
+        let t = GemmTable::cached(&self.tree, &self.system, &self.backend, &self.version, quant, self.shared)?;
         self.gemm.push((quant, Arc::clone(&t)));
         Ok(t)
     }
 
     pub fn context_attention(&mut self) -> Result<Arc<ContextAttentionTable>, TablesError> {
-        let (tree, shared) = (self.tree, self.shared);
+        let (tree, shared) = (&*self.tree, self.shared);
         let (system, backend, version) = (&self.system, &self.backend, &self.version);
         loaded_once(&mut self.context, || ContextAttentionTable::cached(tree, system, backend, version, shared))
     }
 
     fn generation_attention(&mut self) -> Result<Arc<GenerationAttentionTable>, TablesError> {
-        let (tree, shared) = (self.tree, self.shared);
+        let (tree, shared) = (&*self.tree, self.shared);
         let (system, backend, version) = (&self.system, &self.backend, &self.version);
         loaded_once(&mut self.generation, || GenerationAttentionTable::cached(tree, system, backend, version, shared))
     }
 
     fn allreduce_table(&mut self) -> Result<Arc<AllReduceTable>, TablesError> {
-        let (tree, shared) = (self.tree, self.shared);
+        let (tree, shared) = (&*self.tree, self.shared);
         let (system, backend, version) = (&self.system, &self.backend, &self.version);
         loaded_once(&mut self.allreduce, || AllReduceTable::cached(tree, system, backend, version, shared))
     }
 
     fn nccl_table(&mut self) -> Result<Arc<NcclTable>, TablesError> {
-        let tree = self.tree;
+        let tree = &*self.tree;
         let system = &self.system;
         loaded_once(&mut self.nccl, || NcclTable::cached(tree, system))
     }
 
     fn moe_table(&mut self) -> Result<Arc<MoeTable>, TablesError> {
-        let (tree, shared) = (self.tree, self.shared);
+        let (tree, shared) = (&*self.tree, self.shared);
         let (system, backend, version) = (&self.system, &self.backend, &self.version);
         loaded_once(&mut self.moe, || MoeTable::cached(tree, system, backend, version, shared))
     }
 
     fn compute_scale_table(&mut self) -> Result<Arc<ComputeScaleTable>, TablesError> {
-        let (tree, shared) = (self.tree, self.shared);
+        let (tree, shared) = (&*self.tree, self.shared);
         let (system, backend, version) = (&self.system, &self.backend, &self.version);
         loaded_once(&mut self.compute_scale, || ComputeScaleTable::cached(tree, system, backend, version, shared))
     }
 
     fn scale_matrix_table(&mut self) -> Result<Arc<ScaleMatrixTable>, TablesError> {
-        let (tree, shared) = (self.tree, self.shared);
+        let (tree, shared) = (&*self.tree, self.shared);
         let (system, backend, version) = (&self.system, &self.backend, &self.version);
         loaded_once(&mut self.scale_matrix, || ScaleMatrixTable::cached(tree, system, backend, version, shared))
     }
@@ -265,13 +284,13 @@ impl<'a> Tables<'a> {
         if let Some(t) = slot(self) {
             return Ok(Arc::clone(t));
         }
-        let t = T::cached(self.tree, &self.system, &self.backend, &self.version, self.shared)?;
+        let t = T::cached(&self.tree, &self.system, &self.backend, &self.version, self.shared)?;
         *slot(self) = Some(Arc::clone(&t));
         Ok(t)
     }
 
     fn fp8_static_sol(&mut self) -> Result<Arc<GemmSol>, TablesError> {
-        let (tree, system) = (self.tree, &self.system);
+        let (tree, system) = (&*self.tree, &self.system);
         loaded_once(&mut self.fp8_static_sol, || {
             let (spec, yaml) = crate::system::system_spec(tree, system)?;
             GemmSol::new(&spec, GemmQuant::Fp8Static).map(Arc::new).map_err(|e| TablesError::document(&yaml, e))

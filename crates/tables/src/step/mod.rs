@@ -16,11 +16,13 @@ mod quants;
 mod types;
 mod weights;
 
+use std::sync::Arc;
+
 use crate::discovery::DataTree;
 use crate::kernels::MoeShape;
 use crate::limits::{self, MAX_BATCH, MAX_ISL, MAX_OSL, MAX_PARALLEL, MAX_TOKENS};
 use crate::modes::FmhaQuant;
-use crate::step::eval::{At, Tables};
+use crate::step::eval::{At, Tables, TreeRef};
 use crate::step::model::Family;
 use crate::step::model::{ModelDesc, model_config};
 use crate::step::ops::{Op, OpList, op_list};
@@ -126,6 +128,22 @@ pub struct StepModel<'a> {
     prepared: Vec<Prepared>,
 }
 
+impl StepModel<'static> {
+    /// As [`StepModel::new`], holding a share of the tree instead of a
+    /// borrow, so the model can be kept (warm op lists and table handles)
+    /// for as long as the caller likes.
+    pub fn shared(
+        tree: Arc<DataTree>,
+        model: &str,
+        system: &str,
+        backend: &str,
+        version: &str,
+        shared_layer: bool,
+    ) -> Result<StepModel<'static>, StepError> {
+        StepModel::build(TreeRef::Shared(tree), model, system, backend, version, shared_layer)
+    }
+}
+
 impl<'a> StepModel<'a> {
     /// `model` (`Org/Name`) on `system/backend/version`. Errors for an
     /// unknown model or database, an unsupported architecture or quantization.
@@ -137,7 +155,18 @@ impl<'a> StepModel<'a> {
         version: &str,
         shared_layer: bool,
     ) -> Result<StepModel<'a>, StepError> {
-        let cfg = model_config(tree, model)?;
+        StepModel::build(TreeRef::Borrowed(tree), model, system, backend, version, shared_layer)
+    }
+
+    fn build(
+        tree: TreeRef<'a>,
+        model: &str,
+        system: &str,
+        backend: &str,
+        version: &str,
+        shared_layer: bool,
+    ) -> Result<StepModel<'a>, StepError> {
+        let cfg = model_config(&tree, model)?;
         let desc = ModelDesc::from_config(&cfg)?;
         let inferred = quants::infer(&cfg)?;
         let tables = Tables::new(tree, system, backend, version, shared_layer)?;
