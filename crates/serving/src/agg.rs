@@ -224,8 +224,8 @@ impl Server<'_> {
         osl: u32,
         prefix: u32,
     ) -> Result<f64, ServingError> {
-        let decode =
-            u32::try_from(decode).map_err(|_| ServingError::input(format!("{decode} decode tokens per step")))?;
+        let decode = u32::try_from(decode)
+            .map_err(|_| ServingError::input(format!("{decode} decode tokens per mixed step is out of range")))?;
         // Pass 1: everything but context attention, one request of all the
         // step's tokens, the prefix of the requests it completes cached.
         let combined = ctx.checked_add(decode).ok_or_else(|| ServingError::input("ctx_tokens + batch overflow"))?;

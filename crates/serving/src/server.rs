@@ -38,8 +38,10 @@ struct PassKey {
     prefix: u32,
 }
 
-/// Passes kept before the memo starts over (bounded memory in long scans).
-const MAX_PASSES: usize = 1 << 14;
+/// Passes kept before the memo starts over: at most ~2 MiB per server (a
+/// pass is its ~15 per-name sums), bounded however long a scan runs; a
+/// 1,024-point sweep needs about 2,100.
+const MAX_PASSES: usize = 4096;
 
 impl Server<'static> {
     /// As [`Server::new`], holding a share of the tree: a server that can be

@@ -1,0 +1,243 @@
+//! The spec's own search results priced again: every agg and disagg
+//! candidate of `tests/goldens/search/<case>/` (the frames `cli default`
+//! returned, at the spec's 3 decimals) at pp = dp = 1 is re-priced with
+//! `estimate_agg` / `estimate_disagg` at the row's own parallel label, batch,
+//! ctx_tokens and workers, and must equal the row on every value after the
+//! spec's rounding. A few thousand points beyond the serving goldens, from
+//! the sweeps users actually run.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::PathBuf;
+
+use aicsql_serving::{AggQuery, DisaggQuery, Parallel, Server};
+use aicsql_tables::DataTree;
+use aicsql_tables::pymath::np_round;
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{DataType, Float64Type};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+fn data_dir() -> PathBuf {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("AICSQL_DATA")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("aicsql")))
+        .unwrap_or_else(|| var("HOME").unwrap_or_else(|| PathBuf::from(".")).join(".cache").join("aicsql"))
+}
+
+fn search_dir() -> PathBuf {
+    std::env::var_os("AICSQL_GOLDENS")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/goldens"))
+        .join("search")
+}
+
+/// A frame as rows of `column -> value` (numbers as f64, text as text).
+#[derive(Debug, Clone, PartialEq)]
+enum Cell {
+    Num(f64),
+    Text(String),
+    Null,
+}
+
+fn frame(path: &PathBuf) -> Vec<BTreeMap<String, Cell>> {
+    let file = File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let schema = batch.schema();
+        let mut columns: Vec<(String, Box<dyn Fn(usize) -> Cell>)> = Vec::new();
+        for (field, column) in schema.fields().iter().zip(batch.columns()) {
+            let name = field.name().clone();
+            if column.data_type().is_numeric() {
+                let c = arrow::compute::cast(column, &DataType::Float64).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let a = c.as_primitive::<Float64Type>().clone();
+                columns.push((name, Box::new(move |i| if a.is_null(i) { Cell::Null } else { Cell::Num(a.value(i)) })));
+            } else if matches!(column.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
+                let c = arrow::compute::cast(column, &DataType::Utf8).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let a = c.as_string::<i32>().clone();
+                columns.push((
+                    name,
+                    Box::new(move |i| if a.is_null(i) { Cell::Null } else { Cell::Text(a.value(i).to_string()) }),
+                ));
+            }
+        }
+        for i in 0..batch.num_rows() {
+            rows.push(columns.iter().map(|(n, f)| (n.clone(), f(i))).collect());
+        }
+    }
+    rows
+}
+
+fn num(row: &BTreeMap<String, Cell>, name: &str) -> f64 {
+    match row.get(name) {
+        Some(Cell::Num(v)) => *v,
+        other => panic!("column {name}: {other:?}"),
+    }
+}
+
+fn int(row: &BTreeMap<String, Cell>, name: &str) -> u32 {
+    let v = num(row, name);
+    assert!(v >= 0.0 && v.fract() == 0.0, "{name} = {v}");
+    v as u32
+}
+
+fn text<'r>(row: &'r BTreeMap<String, Cell>, name: &str) -> &'r str {
+    match row.get(name) {
+        Some(Cell::Text(v)) => v,
+        other => panic!("column {name}: {other:?}"),
+    }
+}
+
+fn r3(x: f64) -> f64 {
+    np_round(x, 3)
+}
+
+#[test]
+fn every_single_worker_search_candidate() {
+    let dir = data_dir();
+    let tree = DataTree::open(&[&dir]).unwrap_or_else(|e| panic!("perf data not found in {} ({e})", dir.display()));
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(search_dir())
+        .unwrap_or_else(|e| panic!("{}: {e}", search_dir().display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("meta.json").exists())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 3, "expected the search goldens, found {cases:?}");
+    let (mut checked, mut skipped, mut failures) = (0usize, 0usize, Vec::new());
+    for case in &cases {
+        let meta: serde_json::Value =
+            serde_json::from_reader(File::open(case.join("meta.json")).expect("meta.json")).expect("meta.json is JSON");
+        let args = &meta["args"];
+        let s = |k: &str| args[k].as_str().unwrap_or_else(|| panic!("meta args.{k}")).to_string();
+        let (model, system, backend, version) = (s("model"), s("system"), s("backend"), s("version"));
+        let mut server = Server::new(&tree, &model, &system, &backend, &version, true)
+            .unwrap_or_else(|e| panic!("{model} on {system}/{backend}/{version}: {e}"));
+        let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let (mut case_checked, mut case_skipped) = (0, 0);
+        for row in frame(&case.join("agg.candidates.parquet")) {
+            // cp > 1 (context parallelism, which the spec sweeps on sglang) is refused by the parser.
+            let parsed = Parallel::parse(text(&row, "parallel"));
+            let Ok(parallel) = parsed else {
+                assert!(num(&row, "cp") > 1.0, "label {:?} does not parse", row.get("parallel"));
+                case_skipped += 1;
+                continue;
+            };
+            if parallel.pp != 1 || parallel.dp != 1 {
+                case_skipped += 1;
+                continue;
+            }
+            let q = AggQuery {
+                parallel,
+                batch: int(&row, "bs"),
+                isl: int(&row, "isl"),
+                osl: int(&row, "osl"),
+                prefix: int(&row, "prefix"),
+                ctx_tokens: Some(int(&row, "ctx_tokens")),
+            };
+            let id = format!("{name} agg {} bs {} ctx {}", text(&row, "parallel"), q.batch, int(&row, "ctx_tokens"));
+            let e = match server.estimate_agg(&q) {
+                Ok(e) => e,
+                Err(err) => {
+                    failures.push(format!("{id}: {err}"));
+                    continue;
+                }
+            };
+            for (column, ours) in [
+                ("ttft", e.ttft_ms),
+                ("tpot", e.tpot_ms),
+                ("request_latency", e.request_latency_ms),
+                ("seq/s", e.seq_per_s),
+                ("seq/s/gpu", e.seq_per_s_per_gpu),
+                ("request_rate", e.request_rate),
+                ("tokens/s", e.tokens_per_s),
+                ("tokens/s/gpu", e.tokens_per_s_per_gpu),
+                ("tokens/s/user", e.tokens_per_s_per_user),
+                ("memory", e.memory.total),
+                ("balance_score", e.balance_score),
+                ("num_ctx_reqs", e.num_ctx_reqs),
+                ("num_gen_reqs", e.num_gen_reqs),
+                ("num_tokens", e.num_tokens),
+                ("gen_tokens", e.num_gen_reqs),
+                ("concurrency", e.concurrency as f64),
+                ("global_bs", e.global_bs as f64),
+                ("num_total_gpus", e.num_total_gpus as f64),
+            ] {
+                let spec = num(&row, column);
+                if r3(ours).to_bits() != spec.to_bits() {
+                    failures.push(format!("{id} {column}: spec {spec:?}, ours {ours:?} (rounded {:?})", r3(ours)));
+                }
+            }
+            case_checked += 1;
+        }
+        for row in frame(&case.join("disagg.candidates.parquet")) {
+            let side = |s: &str| Parallel::parse(text(&row, &format!("({s})parallel")));
+            let (Ok(prefill), Ok(decode)) = (side("p"), side("d")) else {
+                assert!(num(&row, "(p)cp") > 1.0, "labels of {row:?} do not parse");
+                case_skipped += 1;
+                continue;
+            };
+            if prefill.pp != 1 || prefill.dp != 1 || decode.pp != 1 || decode.dp != 1 {
+                case_skipped += 1;
+                continue;
+            }
+            let q = DisaggQuery {
+                prefill,
+                prefill_batch: int(&row, "(p)bs"),
+                prefill_workers: int(&row, "(p)workers"),
+                decode,
+                decode_batch: int(&row, "(d)bs"),
+                decode_workers: int(&row, "(d)workers"),
+                isl: int(&row, "isl"),
+                osl: int(&row, "osl"),
+                prefix: int(&row, "prefix"),
+            };
+            let id = format!(
+                "{name} disagg {prefill} x{} / {decode} x{} bs {}",
+                q.prefill_workers, q.decode_workers, q.decode_batch
+            );
+            let e = match server.estimate_disagg(&q) {
+                Ok(e) => e,
+                Err(err) => {
+                    failures.push(format!("{id}: {err}"));
+                    continue;
+                }
+            };
+            for (column, ours) in [
+                ("ttft", e.ttft_ms),
+                ("tpot", e.tpot_ms),
+                ("request_latency", e.request_latency_ms),
+                ("seq/s", e.seq_per_s),
+                ("seq/s/gpu", e.seq_per_s_per_gpu),
+                ("request_rate", e.request_rate),
+                ("tokens/s", e.tokens_per_s),
+                ("tokens/s/gpu", e.tokens_per_s_per_gpu),
+                ("tokens/s/user", e.tokens_per_s_per_user),
+                ("(p)seq/s/worker", e.prefill.seq_per_s_per_worker),
+                ("(d)seq/s/worker", e.decode.seq_per_s_per_worker),
+                ("(p)memory", e.prefill.memory_gib),
+                ("(d)memory", e.decode.memory_gib),
+                ("concurrency", e.concurrency as f64),
+                ("num_total_gpus", e.num_total_gpus as f64),
+            ] {
+                let spec = num(&row, column);
+                if ours.to_bits() != spec.to_bits() {
+                    failures.push(format!("{id} {column}: spec {spec:?}, ours {ours:?}"));
+                }
+            }
+            case_checked += 1;
+        }
+        println!("{name}: {case_checked} candidates re-priced, {case_skipped} at dp, pp or cp > 1 skipped");
+        checked += case_checked;
+        skipped += case_skipped;
+    }
+    println!("{checked} candidates re-priced equal or listed below, {skipped} skipped (dp / pp / cp > 1)");
+    for f in failures.iter().take(40) {
+        println!("FAIL {f}");
+    }
+    assert!(checked > 1000, "only {checked} candidates checked");
+    assert!(failures.is_empty(), "{} failures", failures.len());
+}
