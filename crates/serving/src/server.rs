@@ -30,6 +30,7 @@ pub struct Server<'a> {
 struct PassKey {
     phase: Phase,
     tp: u32,
+    dp: u32,
     batch: u32,
     isl: u32,
     osl: u32,
@@ -120,7 +121,15 @@ impl<'a> Server<'a> {
 
     /// The step shape of one static pass of a worker at `parallel`.
     pub(crate) fn shape(parallel: &Parallel, batch: u32, isl: u32, osl: u32) -> StepShape {
-        StepShape { tp: parallel.tp, batch, isl, osl, moe_tp: parallel.moe_tp, moe_ep: parallel.moe_ep }
+        StepShape {
+            tp: parallel.tp,
+            dp: parallel.dp,
+            batch,
+            isl,
+            osl,
+            moe_tp: parallel.moe_tp,
+            moe_ep: parallel.moe_ep,
+        }
     }
 
     /// The per-name sums of a static pass (context at a cached `prefix`, or
@@ -134,6 +143,7 @@ impl<'a> Server<'a> {
         let key = PassKey {
             phase,
             tp: shape.tp,
+            dp: shape.dp,
             batch: shape.batch,
             isl: shape.isl,
             osl: shape.osl,
@@ -155,12 +165,12 @@ impl<'a> Server<'a> {
         Ok(sums)
     }
 
-    /// The serving layer prices one worker of `tp` GPUs; pipeline and
-    /// attention data parallelism are refused by name until the step has them.
+    /// The serving layer prices workers of `tp * dp` GPUs; pipeline
+    /// parallelism is refused by name until the step has it.
     pub(crate) fn check_parallel(&self, parallel: &Parallel) -> Result<(), ServingError> {
-        if parallel.pp != 1 || parallel.dp != 1 {
+        if parallel.pp != 1 {
             return Err(ServingError::input(format!(
-                "parallel {parallel}: pipeline (pp > 1) and attention data parallelism (dp > 1) are not priced yet; the engine step covers pp = dp = 1"
+                "parallel {parallel}: pipeline parallelism (pp > 1) is not priced yet; the engine step covers pp = 1"
             )));
         }
         Ok(())

@@ -126,7 +126,7 @@ fn every_single_worker_search_candidate() {
                 case_skipped += 1;
                 continue;
             };
-            if parallel.pp != 1 || parallel.dp != 1 {
+            if parallel.pp != 1 {
                 case_skipped += 1;
                 continue;
             }
@@ -180,7 +180,7 @@ fn every_single_worker_search_candidate() {
                 case_skipped += 1;
                 continue;
             };
-            if prefill.pp != 1 || prefill.dp != 1 || decode.pp != 1 || decode.dp != 1 {
+            if prefill.pp != 1 || decode.pp != 1 {
                 case_skipped += 1;
                 continue;
             }
@@ -235,7 +235,7 @@ fn every_single_worker_search_candidate() {
         skipped += case_skipped;
     }
     println!("{checked} candidates re-priced equal or listed below, {skipped} skipped (dp / pp / cp > 1)");
-    for f in failures.iter().take(40) {
+    for f in failures.iter().take(4000) {
         println!("FAIL {f}");
     }
     assert!(checked > 1000, "only {checked} candidates checked");

@@ -16,6 +16,7 @@ pub struct OpSol {
     mem_op_bw: Num,
     mem_const: Num,
     gpus_per_node: i64,
+    sm_version: Option<i64>,
     gpus_per_rack: Option<i64>,
     intra_node_bw: Num,
     inter_node_bw: Num,
@@ -70,6 +71,7 @@ impl OpSol {
             mem_op_bw,
             mem_const: spec.mem_empirical_constant_latency,
             gpus_per_node: spec.num_gpus_per_node,
+            sm_version: spec.sm_version,
             gpus_per_rack: spec.num_gpus_per_rack,
             intra_node_bw: spec.intra_node_bw,
             inter_node_bw: spec.inter_node_bw,
@@ -79,6 +81,11 @@ impl OpSol {
 
     pub fn gpus_per_node(&self) -> i64 {
         self.gpus_per_node
+    }
+
+    /// `gpu.sm_version` (100 for Blackwell B200 / GB200), when the YAML gives it.
+    pub fn sm_version(&self) -> Option<i64> {
+        self.sm_version
     }
 
     /// Point-to-point bandwidth for `g` GPUs (5.1).

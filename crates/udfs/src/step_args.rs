@@ -57,6 +57,7 @@ pub fn shape(function: &str, ints: [i64; 4], moe: [Option<i64>; 2]) -> Result<St
     let [tp, batch, isl, osl] = ints;
     Ok(StepShape {
         tp: narrow(3, tp)?,
+        dp: 1,
         batch: narrow(4, batch)?,
         isl: narrow(5, isl)?,
         osl: narrow(6, osl)?,

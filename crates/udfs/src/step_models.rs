@@ -74,10 +74,12 @@ impl Built for Server<'static> {
     }
 }
 
-/// Distinct (model, db) pairs one set keeps before it starts over.
-const MAX_MODELS: usize = 256;
-/// Sets a pool keeps (about one per concurrent call).
-const MAX_SETS: usize = 16;
+/// Distinct (model, db) pairs one set keeps before it starts over, and the
+/// sets a pool keeps (about one per concurrent call): with a serving
+/// model's memo of priced passes (~2 MiB at most) a pool stays below
+/// 512 MiB however it is used, and typically holds a few MiB.
+const MAX_MODELS: usize = 32;
+const MAX_SETS: usize = 8;
 
 /// The models of one call, resolved once per distinct (model, db) pair
 /// under the call's settings.

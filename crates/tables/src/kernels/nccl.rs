@@ -93,7 +93,21 @@ impl NcclTable {
         let grid = by_gpus.get(&g_eff).ok_or_else(|| miss(format!("no data for {op} over num_gpus={g_eff}")))?;
         let sol = &self.sol;
         let sol_at = |c: &[i64; 1]| sol.nccl(memory, g_eff, op, c[0]);
-        grid.resolve([size], GridConfig::RAW, &sol_at)
-            .map_err(|m| KernelMiss::grid(&self.db, NCCL_FILE.file, m, &format!("{{'message_bytes': {size}}}")))
+        let (latency, path) = grid
+            .resolve([size], GridConfig::RAW, &sol_at)
+            .map_err(|m| KernelMiss::grid(&self.db, NCCL_FILE.file, m, &format!("{{'message_bytes': {size}}}")))?;
+        if g <= max_g {
+            return Ok((latency, path));
+        }
+        if max_g < 2 {
+            return Err(miss(format!("{op} measured over {max_g} GPU only: no scaling to num_gpus={g}")));
+        }
+        // More GPUs than the table measured: the largest measured count's
+        // latency, scaled by the ring's (g - 1) / g and the bandwidth ratio.
+        let bandwidth = crate::pymath::py_true_div(sol.bw(max_g), sol.bw(g))
+            .ok_or_else(|| miss(format!("zero p2p bandwidth for num_gpus={g}")))?;
+        let ring = crate::pymath::int_true_div(i128::from(g - 1), i128::from(g)).unwrap_or(f64::NAN);
+        let scaling = ring * max_g as f64 / (max_g - 1) as f64 * bandwidth;
+        Ok((latency * scaling, path))
     }
 }

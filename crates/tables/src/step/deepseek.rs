@@ -35,7 +35,14 @@ fn gemm(base: &'static str, count: f64, n: i64, k: i64, quant: GemmQuant) -> Op 
 /// Router, dispatch, experts, dispatch.
 fn routed(model: &ModelDesc, par: &Parallel, quants: &Quants, count: f64) -> [Op; 4] {
     let h = model.hidden;
-    let dispatch = OpSpec::MoeDispatch { hidden: h, moe_tp: par.moe_tp, moe_ep: par.moe_ep, quant: Some(quants.moe) };
+    let dispatch = |pre| OpSpec::MoeDispatch {
+        hidden: h,
+        moe_tp: par.moe_tp,
+        moe_ep: par.moe_ep,
+        dp: par.dp,
+        pre,
+        quant: Some(quants.moe),
+    };
     let experts = MoeShape {
         hidden: h,
         inter: model.moe_inter,
@@ -49,9 +56,9 @@ fn routed(model: &ModelDesc, par: &Parallel, quants: &Quants, count: f64) -> [Op
     };
     [
         gemm("router_gemm", count, model.experts, h, GemmQuant::Bfloat16),
-        op("moe_pre_dispatch", OpKind::MoEDispatch, count, dispatch),
-        op("moe", OpKind::MoE, count, OpSpec::Moe(experts)),
-        op("moe_post_dispatch", OpKind::MoEDispatch, count, dispatch),
+        op("moe_pre_dispatch", OpKind::MoEDispatch, count, dispatch(true)),
+        op("moe", OpKind::MoE, count, OpSpec::Moe { shape: experts, dp: par.dp }),
+        op("moe_post_dispatch", OpKind::MoEDispatch, count, dispatch(false)),
     ]
 }
 

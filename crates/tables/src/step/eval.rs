@@ -106,6 +106,17 @@ impl std::ops::Deref for TreeRef<'_> {
     }
 }
 
+/// A MoE dispatch op at attention dp > 1.
+#[derive(Clone, Copy)]
+struct DpDispatch {
+    hidden: i64,
+    moe_tp: i64,
+    moe_ep: i64,
+    dp: i64,
+    pre: bool,
+    quant: Option<MoeQuant>,
+}
+
 /// Where one op evaluation happens: the op's full name (for errors) and
 /// the step's token count, batch, sequence length and (context) cached
 /// prefix: `s` is the new tokens per request, `s + prefix` the full length.
@@ -416,8 +427,13 @@ impl<'a> Tables<'a> {
                 }
             }
             OpSpec::AllReduce { tp, hidden } => self.all_reduce(tp, x * hidden, at)?,
-            OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, .. } => self.all_reduce(moe_tp * moe_ep, x * hidden, at)?,
-            OpSpec::Moe(shape) => self.moe(x, shape, at)?,
+            OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, dp: 1, .. } => {
+                self.all_reduce(moe_tp * moe_ep, x * hidden, at)?
+            }
+            OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, dp, pre, quant } => {
+                self.dp_dispatch(DpDispatch { hidden, moe_tp, moe_ep, dp, pre, quant }, x, at)?
+            }
+            OpSpec::Moe { shape, dp } => self.moe(x * dp, shape, at)?,
             OpSpec::MlaModule { context: true, heads, kv, fmha, gemm } => {
                 let q = CtxMlaQuery { b: at.batch, s: at.s, prefix: at.prefix, heads, kv, fmha };
                 let lookup = Lookup::ContextMlaModule { b: q.b, s: q.s, prefix: q.prefix, heads, kv, fmha, gemm };
@@ -527,6 +543,79 @@ impl<'a> Tables<'a> {
         let table = self.allreduce_table().map_err(|e| load_failure(e, at.name, lookup))?;
         let (latency, path) = table.query(tp, size).map_err(|m| kernel_miss(m, at.name, lookup))?;
         Ok(OpValue { per_app: latency, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon" })
+    }
+
+    /// One NCCL collective of `size` elements over `g` GPUs (`query_nccl`
+    /// in half precision).
+    fn nccl(&mut self, g: i64, op: &'static str, size: i64, at: At) -> Result<OpValue, StepError> {
+        let lookup = Lookup::Nccl { g, op, size };
+        let table = self.nccl_table().map_err(|e| load_failure(e, at.name, lookup))?;
+        let (latency, path) =
+            table.query("half", Num::Int(2), g, op, size).map_err(|m| kernel_miss(m, at.name, lookup))?;
+        Ok(OpValue { per_app: latency, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon" })
+    }
+
+    /// The MoE dispatch with attention data parallelism (`MoEDispatch.query`
+    /// of the spec, non-DeepEP paths): the ranks' tokens are gathered before
+    /// the experts and scattered back after them, per backend.
+    fn dp_dispatch(&mut self, d: DpDispatch, x: i64, at: At) -> Result<OpValue, StepError> {
+        let gpus = d.moe_tp * d.moe_ep;
+        let attention_tp = gpus / d.dp;
+        let volume = x * d.hidden;
+        let (gather, scatter) = ("all_gather", "reduce_scatter");
+        let spread = volume * d.dp;
+        match self.backend.as_str() {
+            "trtllm" if self.sol.sm_version() == Some(100) => {
+                if d.moe_tp == 1 && self.sol.gpus_per_node() >= 72 {
+                    return Err(StepError::input(format!(
+                        "{}: trtllm's all-to-all MoE dispatch (SM100 NVL72, attention dp {} > 1, moe_tp 1) is not priced yet",
+                        (at.name)(),
+                        d.dp
+                    )));
+                }
+                if !d.pre {
+                    return self.nccl(gpus, scatter, spread, at);
+                }
+                // The gathered activations travel quantised: nvfp4 a quarter
+                // plus its block scales, fp8 half, else bf16.
+                let (x_volume, sf_volume) = match d.quant {
+                    Some(MoeQuant::Nvfp4) => (volume as f64 / 4.0, volume as f64 / 4.0 / 8.0),
+                    Some(MoeQuant::Fp8 | MoeQuant::Fp8Block) => (volume as f64 / 2.0, 0.0),
+                    _ => (volume as f64, 0.0),
+                };
+                let size = (x_volume + sf_volume) * d.dp as f64;
+                if size.fract() != 0.0 {
+                    return Err(StepError::input(format!(
+                        "{}: the quantised all-gather volume {size} is not a whole number of elements",
+                        (at.name)()
+                    )));
+                }
+                self.nccl(gpus, gather, size as i64, at)
+            }
+            "trtllm" => self.nccl(gpus, if d.pre { gather } else { scatter }, spread, at),
+            "vllm" => {
+                let mut v = if attention_tp > 1 { self.all_reduce(gpus, volume, at)? } else { OpValue::formula(0.0) };
+                let c = self.nccl(gpus, if d.pre { gather } else { scatter }, spread, at)?;
+                v.per_app = 0.0 + v.per_app + c.per_app;
+                if v.lookup.is_none() {
+                    (v.lookup, v.path, v.source) = (c.lookup, c.path, c.source);
+                }
+                Ok(v)
+            }
+            "sglang" if attention_tp > 1 => {
+                // SGLang's DP attention: shard across the attention tp group,
+                // gather across the whole width (and the reverse after).
+                let (mut a, b) = if d.pre {
+                    (self.nccl(attention_tp, scatter, volume, at)?, self.nccl(gpus, gather, spread, at)?)
+                } else {
+                    (self.nccl(gpus, scatter, spread, at)?, self.nccl(attention_tp, gather, volume, at)?)
+                };
+                a.per_app += b.per_app;
+                Ok(a)
+            }
+            "sglang" => self.nccl(gpus, if d.pre { gather } else { scatter }, spread, at),
+            other => Err(StepError::input(format!("{}: no MoE dispatch for backend '{other}'", (at.name)()))),
+        }
     }
 
     /// The fused experts for `tokens` tokens (docs/spec 10.3).

@@ -36,7 +36,7 @@ pub fn model_gemms(cfg: &ModelConfig, tp: u32) -> Result<Vec<ModelGemm>, StepErr
     let desc = ModelDesc::from_config(cfg)?;
     let inferred = quants::infer(cfg)?;
     let moe_ep = desc.is_moe().then_some(tp);
-    let par = desc.parallel(tp, None, moe_ep, "")?;
+    let par = desc.parallel(tp, 1, None, moe_ep, "")?;
     let mut out: Vec<ModelGemm> = Vec::new();
     for phase in [Phase::Generation, Phase::Context] {
         let quants = quants::resolve(inferred, phase, "", &[]);

@@ -228,26 +228,36 @@ pub(crate) fn op_list(model: &ModelDesc, hybrid: &Hybrid, par: &Parallel, quants
             if model.experts >= 128 {
                 ops.push(op(g.ffn[0], OpKind::Gemm, c, gemm(model.experts, h, GemmQuant::Bfloat16, false)));
             }
-            let dispatch = OpSpec::MoeDispatch { hidden: h, moe_tp: par.moe_tp, moe_ep: par.moe_ep, quant: None };
+            let dispatch = |pre| OpSpec::MoeDispatch {
+                hidden: h,
+                moe_tp: par.moe_tp,
+                moe_ep: par.moe_ep,
+                dp: par.dp,
+                pre,
+                quant: None,
+            };
             ops.extend([
-                op(g.ffn[1], OpKind::MoEDispatch, c, dispatch),
+                op(g.ffn[1], OpKind::MoEDispatch, c, dispatch(true)),
                 op(
                     g.ffn[2],
                     OpKind::MoE,
                     c,
-                    OpSpec::Moe(MoeShape {
-                        hidden: h,
-                        inter: model.moe_inter,
-                        topk: model.topk,
-                        experts: model.experts,
-                        moe_tp: par.moe_tp,
-                        moe_ep: par.moe_ep,
-                        quant: quants.moe,
-                        gated: true,
-                        distribution: model.distribution,
-                    }),
+                    OpSpec::Moe {
+                        shape: MoeShape {
+                            hidden: h,
+                            inter: model.moe_inter,
+                            topk: model.topk,
+                            experts: model.experts,
+                            moe_tp: par.moe_tp,
+                            moe_ep: par.moe_ep,
+                            quant: quants.moe,
+                            gated: true,
+                            distribution: model.distribution,
+                        },
+                        dp: par.dp,
+                    },
                 ),
-                op(g.ffn[3], OpKind::MoEDispatch, c, dispatch),
+                op(g.ffn[3], OpKind::MoEDispatch, c, dispatch(false)),
             ]);
         } else {
             ops.extend([

@@ -40,6 +40,9 @@ const MAX_OPS: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StepShape {
     pub tp: u32,
+    /// Attention data parallelism: `dp` ranks of `tp` GPUs each run
+    /// attention on `batch` requests of their own and share the experts.
+    pub dp: u32,
     pub batch: u32,
     pub isl: u32,
     pub osl: u32,
@@ -55,7 +58,7 @@ impl StepShape {
                 return Err(StepError::input(format!("{name} must be at least 1")));
             }
         }
-        let parallel = [("tp", Some(self.tp)), ("moe_tp", self.moe_tp), ("moe_ep", self.moe_ep)];
+        let parallel = [("tp", Some(self.tp)), ("dp", Some(self.dp)), ("moe_tp", self.moe_tp), ("moe_ep", self.moe_ep)];
         let degrees = parallel.iter().filter_map(|&(name, v)| Some((name, u64::from(v?), u64::from(MAX_PARALLEL))));
         [
             ("batch", u64::from(self.batch), u64::from(MAX_BATCH)),
@@ -74,6 +77,7 @@ impl StepQuery {
     pub fn shape(&self) -> StepShape {
         StepShape {
             tp: self.tp,
+            dp: 1,
             batch: self.batch,
             isl: self.isl,
             osl: self.osl,
@@ -85,7 +89,7 @@ impl StepQuery {
 
 /// The op list of one (phase, parallelism), built once per [`StepModel`].
 struct Prepared {
-    key: (Phase, u32, Option<u32>, Option<u32>),
+    key: (Phase, u32, u32, Option<u32>, Option<u32>),
     quants: Quants,
     ops: Vec<Op>,
     /// The inner ops of the composite ops.
@@ -100,7 +104,7 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(key: (Phase, u32, Option<u32>, Option<u32>), quants: Quants, list: OpList) -> Prepared {
+    fn new(key: (Phase, u32, u32, Option<u32>, Option<u32>), quants: Quants, list: OpList) -> Prepared {
         let OpList { ops, subs } = list;
         let mut first: Vec<&'static str> = Vec::new();
         let slots = ops
@@ -266,18 +270,18 @@ impl<'a> StepModel<'a> {
         if !self.desc.is_moe() {
             return Ok(None);
         }
-        let par = self.desc.parallel(shape.tp, shape.moe_tp, shape.moe_ep, self.tables.backend())?;
+        let par = self.desc.parallel(shape.tp, shape.dp, shape.moe_tp, shape.moe_ep, self.tables.backend())?;
         Ok(Some((par.moe_tp, par.moe_ep)))
     }
 
     /// Index of the op list for (phase, parallelism), building it on first use.
     fn prepare(&mut self, phase: Phase, shape: &StepShape) -> Result<usize, StepError> {
         shape.check()?;
-        let key = (phase, shape.tp, shape.moe_tp, shape.moe_ep);
+        let key = (phase, shape.tp, shape.dp, shape.moe_tp, shape.moe_ep);
         if let Some(i) = self.prepared.iter().position(|p| p.key == key) {
             return Ok(i);
         }
-        let par = self.desc.parallel(shape.tp, shape.moe_tp, shape.moe_ep, self.tables.backend())?;
+        let par = self.desc.parallel(shape.tp, shape.dp, shape.moe_tp, shape.moe_ep, self.tables.backend())?;
         let modes = match phase {
             Phase::Context => self.context_fmha_modes(),
             Phase::Generation => Vec::new(),
@@ -342,7 +346,9 @@ fn quant_label(op: &Op) -> String {
         OpSpec::GenerationAttention { kv, .. } => format!("kv={kv}"),
         OpSpec::AllReduce { .. } => Quants::COMM.into(),
         OpSpec::P2P => String::new(),
-        OpSpec::Moe(MoeShape { quant, .. }) | OpSpec::MoeDispatch { quant: Some(quant), .. } => quant.name().into(),
+        OpSpec::Moe { shape: MoeShape { quant, .. }, .. } | OpSpec::MoeDispatch { quant: Some(quant), .. } => {
+            quant.name().into()
+        }
         OpSpec::MoeDispatch { quant: None, .. } => "None".into(),
         OpSpec::MlaModule { fmha, kv, gemm, .. } => format!("fmha={fmha},kv={kv},gemm={gemm}"),
         OpSpec::ContextMla { fmha, kv, .. } => format!("fmha={fmha},kv={kv}"),

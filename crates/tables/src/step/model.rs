@@ -69,6 +69,9 @@ pub(crate) struct ModelDesc {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Parallel {
     pub tp: i64,
+    /// Attention data parallelism (ranks that each run attention on their
+    /// own requests and share the experts).
+    pub dp: i64,
     /// Attention heads per GPU, `H // tp`.
     pub n: i64,
     /// KV heads per GPU, `ceil(Hkv / tp)`.
@@ -185,11 +188,14 @@ impl ModelDesc {
         self.family != Family::Llama
     }
 
-    /// Splits the model over `tp` GPUs. MoE models need `tp == moe_tp * moe_ep`
-    /// (one of them may be given; the other is inferred); dense models ignore both.
+    /// Splits the model over `tp` GPUs per attention-data-parallel rank and
+    /// `dp` ranks. MoE models need `tp * dp == moe_tp * moe_ep` (one of them
+    /// may be given; the other is inferred); dense models ignore both.
+    /// Attention data parallelism (`dp > 1`) is priced for the MOE family.
     pub fn parallel(
         &self,
         tp: u32,
+        dp: u32,
         moe_tp: Option<u32>,
         moe_ep: Option<u32>,
         backend: &str,
@@ -198,6 +204,23 @@ impl ModelDesc {
         if tp < 1 {
             return Err(StepError::input(format!("tp must be at least 1, found {tp}")));
         }
+        let dp = i64::from(dp);
+        if dp < 1 {
+            return Err(StepError::input(format!("attention dp must be at least 1, found {dp}")));
+        }
+        if dp > 1 && self.family != Family::Moe {
+            return Err(StepError::input(format!(
+                "attention dp {dp} > 1 is priced for the MOE family only; {} is {} (its dispatch with attention \
+                 data parallelism is not built yet)",
+                self.architecture, self.spec_family
+            )));
+        }
+        if dp > 1 && tp > 1 && backend == "trtllm" {
+            return Err(StepError::input(format!(
+                "trtllm does not support attention tp {tp} > 1 and attention dp {dp} > 1 together"
+            )));
+        }
+        let width = tp * dp;
         if self.heads % tp != 0 {
             return Err(StepError::input(format!("num_attention_heads {} is not divisible by tp {tp}", self.heads)));
         }
@@ -206,16 +229,16 @@ impl ModelDesc {
                 if v == 0 { Err(StepError::input(format!("{name} must be at least 1"))) } else { Ok(i64::from(v)) }
             };
             let infer = |given: i64, given_name: &str| {
-                if tp % given != 0 {
-                    Err(StepError::input(format!("tp {tp} is not divisible by {given_name} {given}")))
+                if width % given != 0 {
+                    Err(StepError::input(format!("tp {tp} * dp {dp} is not divisible by {given_name} {given}")))
                 } else {
-                    Ok(tp / given)
+                    Ok(width / given)
                 }
             };
             let (etp, eep) = match (moe_tp, moe_ep) {
                 (None, None) => {
                     return Err(StepError::input(format!(
-                        "{} is a MoE model: give moe_tp and/or moe_ep (tp == moe_tp * moe_ep)",
+                        "{} is a MoE model: give moe_tp and/or moe_ep (tp * dp == moe_tp * moe_ep)",
                         self.architecture
                     )));
                 }
@@ -229,9 +252,9 @@ impl ModelDesc {
                 }
                 (Some(etp), Some(eep)) => (positive(etp, "moe_tp")?, positive(eep, "moe_ep")?),
             };
-            if etp * eep != tp {
+            if etp * eep != width {
                 return Err(StepError::input(format!(
-                    "moe_tp {etp} * moe_ep {eep} = {} must equal tp {tp} (attention_dp = 1)",
+                    "moe_tp {etp} * moe_ep {eep} = {} must equal tp {tp} * dp {dp}",
                     etp * eep
                 )));
             }
@@ -252,6 +275,7 @@ impl ModelDesc {
         };
         Ok(Parallel {
             tp,
+            dp,
             n: self.heads / tp,
             n_kv: (self.kv_heads + tp - 1).div_euclid(tp),
             moe_tp,

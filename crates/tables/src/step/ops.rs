@@ -55,12 +55,20 @@ pub(crate) enum OpSpec {
     },
     /// Pipeline hand-off; `pp = 1` makes it 0.
     P2P,
-    Moe(MoeShape),
-    /// Tensor-parallel exchange around the experts (an all-reduce at attention_dp = 1).
+    /// The routed experts at `x * dp` tokens (every rank's tokens).
+    Moe {
+        shape: MoeShape,
+        dp: i64,
+    },
+    /// The exchange around the experts: before them (`pre`) and after. An
+    /// all-reduce over the attention-tp group at `dp = 1`; with attention
+    /// data parallelism the backend's gathers and scatters.
     MoeDispatch {
         hidden: i64,
         moe_tp: i64,
         moe_ep: i64,
+        dp: i64,
+        pre: bool,
         /// The MoE quant MOE passes; HYBRIDMOE builds its dispatch without one.
         quant: Option<MoeQuant>,
     },
@@ -245,27 +253,30 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
         }
         Family::Moe | Family::HybridMoe | Family::Mla => {
             let (moe_tp, moe_ep, quant) = (par.moe_tp, par.moe_ep, quants.moe);
-            let dispatch = OpSpec::MoeDispatch { hidden: h, moe_tp, moe_ep, quant: Some(quant) };
+            let dispatch = |pre| OpSpec::MoeDispatch { hidden: h, moe_tp, moe_ep, dp: par.dp, pre, quant: Some(quant) };
             ops.extend([
                 op("router_gemm", OpKind::Gemm, l, gemm(model.experts, h, GemmQuant::Bfloat16)),
-                op("moe_pre_dispatch", OpKind::MoEDispatch, l, dispatch),
+                op("moe_pre_dispatch", OpKind::MoEDispatch, l, dispatch(true)),
                 op(
                     "moe",
                     OpKind::MoE,
                     l,
-                    OpSpec::Moe(MoeShape {
-                        hidden: h,
-                        inter: model.moe_inter,
-                        topk: model.topk,
-                        experts: model.experts,
-                        moe_tp,
-                        moe_ep,
-                        quant,
-                        gated: true,
-                        distribution: model.distribution,
-                    }),
+                    OpSpec::Moe {
+                        shape: MoeShape {
+                            hidden: h,
+                            inter: model.moe_inter,
+                            topk: model.topk,
+                            experts: model.experts,
+                            moe_tp,
+                            moe_ep,
+                            quant,
+                            gated: true,
+                            distribution: model.distribution,
+                        },
+                        dp: par.dp,
+                    },
                 ),
-                op("moe_post_dispatch", OpKind::MoEDispatch, l, dispatch),
+                op("moe_post_dispatch", OpKind::MoEDispatch, l, dispatch(false)),
             ]);
             if phase == Phase::Generation {
                 ops.push(logits);
@@ -310,7 +321,7 @@ mod tests {
     #[test]
     fn llama_shapes_at_tp8() {
         let model = qwen3_32b();
-        let Ok(par) = model.parallel(8, None, None, "vllm") else { panic!() };
+        let Ok(par) = model.parallel(8, 1, None, None, "vllm") else { panic!() };
         assert_eq!((par.n, par.n_kv), (8, 1));
         let quants =
             Quants { gemm: GemmQuant::Fp8Block, kv: KvQuant::Fp8, fmha: FmhaQuant::Bfloat16, moe: MoeQuant::Fp8Block };

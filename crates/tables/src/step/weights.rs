@@ -21,7 +21,7 @@ pub(crate) fn op_weights(op: &Op, subs: &[Op]) -> f64 {
             Num::Int(bytes) => int_times(i128::from(n) * i128::from(k) * bytes, op.count),
             Num::Float(bytes) => (n * k) as f64 * bytes * op.count,
         },
-        OpSpec::Moe(shape) => {
+        OpSpec::Moe { shape, .. } => {
             let gemms: i128 = if shape.gated { 3 } else { 2 };
             let elements = i128::from(shape.hidden) * i128::from(shape.inter) * i128::from(shape.experts);
             let (ep, tp) = (shape.moe_ep.max(1), shape.moe_tp.max(1));
