@@ -1,4 +1,4 @@
-//! `engine_step(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep])`:
+//! `engine_step(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp]])`:
 //! one row per op of the step (for generation, per op and sampled decode
 //! step, plus each sample's total), then the step's total row.
 
@@ -43,8 +43,8 @@ impl EngineStep {
 impl TableFunctionImpl for EngineStep {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let exprs = args.exprs();
-        if exprs.len() != 7 && exprs.len() != 9 {
-            return plan_err!("{NAME}({}) takes 7 or 9 arguments, got {}", ARGS.join(", "), exprs.len());
+        if !matches!(exprs.len(), 7 | 9 | 10) {
+            return plan_err!("{NAME}({}) takes 7, 9 or 10 arguments, got {}", ARGS.join(", "), exprs.len());
         }
         let session = args.session();
         let values: Vec<ScalarValue> =
@@ -70,8 +70,8 @@ impl TableFunctionImpl for EngineStep {
             return empty();
         };
         let phase = phase(NAME, &phase_name)?;
-        let shape =
-            shape(NAME, [tp, batch, isl, osl], [ints.get(4).copied().flatten(), ints.get(5).copied().flatten()])?;
+        let arg = |i: usize| ints.get(i).copied().flatten();
+        let shape = shape(NAME, [tp, batch, isl, osl], [arg(4), arg(5)], arg(6))?;
         let database = resolve(NAME, &self.tree, &db, &options)?;
         let db_name = database.name();
         let report = StepModel::new(

@@ -1,4 +1,4 @@
-//! What the step functions share: the 7- and 9-argument signature, reading
+//! What the step functions share: the 7-, 9- and 10-argument signature, reading
 //! one config from argument values, and (scalar ones) reading a batch's
 //! calls row by row.
 
@@ -11,8 +11,9 @@ use aicsql_tables::step::{Phase, StepShape};
 
 use crate::args::{Int, Text, coerce};
 
-/// Argument names in order; the last two are optional.
-pub const ARGS: [&str; 9] = ["model", "db", "phase", "tp", "batch", "isl", "osl", "moe_tp", "moe_ep"];
+/// Argument names in order; the last three are optional (`dp` only after
+/// the MoE widths).
+pub const ARGS: [&str; 10] = ["model", "db", "phase", "tp", "batch", "isl", "osl", "moe_tp", "moe_ep", "dp"];
 const TEXTS: usize = 3;
 
 pub fn step_signature() -> Signature {
@@ -21,14 +22,15 @@ pub fn step_signature() -> Signature {
         types.extend(std::iter::repeat_n(DataType::Int64, ints));
         TypeSignature::Exact(types)
     };
-    Signature::one_of(vec![exact(4), exact(6), TypeSignature::UserDefined], Volatility::Stable)
+    Signature::one_of(vec![exact(4), exact(6), exact(7), TypeSignature::UserDefined], Volatility::Stable)
 }
 
 pub fn coerce_step(function: &str, arg_types: &[DataType]) -> Result<Vec<DataType>> {
     match arg_types.len() {
         7 => coerce(function, arg_types, TEXTS, 4),
         9 => coerce(function, arg_types, TEXTS, 6),
-        n => plan_err!("{function}({}) takes 7 or 9 arguments, got {n}", ARGS.join(", ")),
+        10 => coerce(function, arg_types, TEXTS, 7),
+        n => plan_err!("{function}({}) takes 7, 9 or 10 arguments, got {n}", ARGS.join(", ")),
     }
 }
 
@@ -43,8 +45,9 @@ pub fn phase(function: &str, value: &str) -> Result<Phase> {
 }
 
 /// The shape of one step from BIGINT arguments (`moe_tp` / `moe_ep` may be
-/// NULL: inferred from tp, or ignored by a dense model).
-pub fn shape(function: &str, ints: [i64; 4], moe: [Option<i64>; 2]) -> Result<StepShape> {
+/// NULL: inferred from tp * dp, or ignored by a dense model; a NULL or
+/// absent `dp` is 1).
+pub fn shape(function: &str, ints: [i64; 4], moe: [Option<i64>; 2], dp: Option<i64>) -> Result<StepShape> {
     let narrow = |position: usize, value: i64| {
         u32::try_from(value).map_err(|_| {
             DataFusionError::Execution(format!(
@@ -57,7 +60,7 @@ pub fn shape(function: &str, ints: [i64; 4], moe: [Option<i64>; 2]) -> Result<St
     let [tp, batch, isl, osl] = ints;
     Ok(StepShape {
         tp: narrow(3, tp)?,
-        dp: 1,
+        dp: dp.map(|v| narrow(9, v)).transpose()?.unwrap_or(1),
         batch: narrow(4, batch)?,
         isl: narrow(5, isl)?,
         osl: narrow(6, osl)?,
@@ -88,8 +91,8 @@ pub struct StepCall<'a> {
 
 impl<'a> StepCalls<'a> {
     pub fn new(function: &'static str, values: &'a [ColumnarValue], number_rows: usize) -> Result<Self> {
-        if values.len() != 7 && values.len() != 9 {
-            return exec_err!("{function} takes 7 or 9 arguments, got {}", values.len());
+        if !matches!(values.len(), 7 | 9 | 10) {
+            return exec_err!("{function} takes 7, 9 or 10 arguments, got {}", values.len());
         }
         let texts = [
             Text::new(function, 1, &values[0])?,
@@ -120,8 +123,9 @@ impl<'a> StepCalls<'a> {
             return Ok(None);
         };
         let moe = [ints.get(4).and_then(|i| i.get(row)), ints.get(5).and_then(|i| i.get(row))];
+        let dp = ints.get(6).and_then(|i| i.get(row));
         let phase = phase(self.function, phase_name)?;
-        let shape = shape(self.function, [tp, batch, isl, osl], moe)?;
+        let shape = shape(self.function, [tp, batch, isl, osl], moe, dp)?;
         Ok(Some(StepCall { model, db, phase, shape }))
     }
 

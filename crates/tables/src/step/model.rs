@@ -209,9 +209,9 @@ impl ModelDesc {
             return Err(StepError::input(format!("attention dp must be at least 1, found {dp}")));
         }
         if dp > 1 && self.family != Family::Moe {
+            let why = if self.is_moe() { " (its MoE dispatch with attention dp is not built yet)" } else { "" };
             return Err(StepError::input(format!(
-                "attention dp {dp} > 1 is priced for the MOE family only; {} is {} (its dispatch with attention \
-                 data parallelism is not built yet)",
+                "attention dp {dp} > 1 is priced for the MOE family only; {} is {}{why}",
                 self.architecture, self.spec_family
             )));
         }
