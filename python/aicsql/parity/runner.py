@@ -124,16 +124,19 @@ GEMM = Kind("gemm_latency", "py_gemm_latency", "db, quant, m, n, k", "gemm_parit
 STEPS = Kind("step_latency", "py_step_latency", "model, db, phase, tp, batch, isl, osl, moe_tp, moe_ep", "step_parity.sql")
 
 
-def _serving_kinds() -> Dict[str, Kind]:
+def _serving_kinds(layout: str = "tp") -> Dict[str, Kind]:
+    """The serving scan's two kinds; ``layout``: the grid column passed as
+    the ``parallel`` argument ('tp', or 'parallel' -- the spec's label -- for
+    the serving-dp grid)."""
     from aicsql.spec.serving import AGG_SCHEMA, DISAGG_SCHEMA
 
     return {
         "agg": Kind("estimate_agg", "py_estimate_agg",
-                    "model, db, tp, batch, isl, osl, prefix, CAST(NULL AS BIGINT), moe_tp, moe_ep",
+                    f"model, db, {layout}, batch, isl, osl, prefix, CAST(NULL AS BIGINT), moe_tp, moe_ep",
                     "serving_agg_parity.sql", ("rust", "py"), AGG_SCHEMA),
         "disagg": Kind("estimate_disagg", "py_estimate_disagg",
-                       "model, db, tp, prefill_batch, prefill_workers, tp, decode_batch, decode_workers, isl, osl, "
-                       "prefix, moe_tp, moe_ep, moe_tp, moe_ep",
+                       f"model, db, {layout}, prefill_batch, prefill_workers, {layout}, decode_batch, decode_workers, "
+                       "isl, osl, prefix, moe_tp, moe_ep, moe_tp, moe_ep",
                        "serving_disagg_parity.sql", ("rust", "py"), DISAGG_SCHEMA),
     }  # fmt: skip
 
@@ -257,7 +260,8 @@ def run(
     (estimate_agg / py_estimate_agg over the aggregated points, then
     estimate_disagg / py_estimate_disagg over the disaggregated ones, field
     by field: the report says which ``field`` drifts worst, with
-    ``rust_value, py_value, rel_diff`` and each side's reason); see
+    ``rust_value, py_value, rel_diff`` and each side's reason) or
+    'serving-dp' (the same at attention dp > 1, MOE models); see
     :mod:`.scans`. Or pass your own ``queries`` table (``db, quant, m, n, k``,
     ...), then ``scan`` only labels the report.
     ``shared_layer``: the ``aic.shared_layer`` mode(s) to run in. Default:
@@ -280,9 +284,9 @@ def run(
     wall0 = time.perf_counter()
     if queries is None and scan not in scans.SCANS:
         raise ValueError(f"unknown scan {scan!r}; valid: {', '.join(scans.SCANS)}")
-    if scan == "serving" and queries is None:
+    if scan in ("serving", "serving-dp") and queries is None:
         # (kind, rust, python) per part: aggregated points, then disaggregated ones.
-        serving = _serving_kinds()
+        serving = _serving_kinds("parallel" if scan == "serving-dp" else "tp")
         rust_names, python_names = _pair(rust), _pair(python)
         kinds = [(serving[m], rust_names[i] or serving[m].rust, python_names[i] or serving[m].python)
                  for i, m in enumerate(("agg", "disagg"))]  # fmt: skip
@@ -320,6 +324,8 @@ def run(
                 tables = [scans.step_queries(ctx, limit)]
             elif scan == "serving":
                 tables = list(scans.serving_queries(ctx, limit))
+            elif scan == "serving-dp":
+                tables = list(scans.serving_dp_queries(ctx, limit))
             else:
                 tables = [scans.random_queries(ctx, size=size, seed=seed, limit=limit)]
             built = tables

@@ -28,6 +28,13 @@ with at least ``db, quant, m, n, k`` (plus columns that explain the row).
     moe_tp = 1, moe_ep = tp. Compared with ``estimate_agg`` /
     ``py_estimate_agg`` and ``estimate_disagg`` / ``py_estimate_disagg``
     field by field (``serving_agg_parity.sql``, ``serving_disagg_parity.sql``).
+``serving-dp``
+    the serving points at attention dp > 1 (``queries/parity/serving_dp_grid.sql``):
+    every MOE model x the same databases x (tp, dp) = (1, 2), (1, 4),
+    (2, 2), (2, 4) at moe_tp = 1, moe_ep = tp * dp (trtllm: tp 1 only) x the
+    same workloads and batches, priced at the spec's label
+    (``tp2pp1dp4etp1ep8``); compared like ``serving``. Opt-in: a Rust path
+    without attention dp refuses these points (an error, not a status).
 """
 
 from __future__ import annotations
@@ -50,10 +57,11 @@ __all__ = [
     "random_queries",
     "step_queries",
     "serving_queries",
+    "serving_dp_queries",
     "db_quants",
 ]
 
-SCANS = ("gemm-models", "goldens", "random", "steps", "serving")
+SCANS = ("gemm-models", "goldens", "random", "steps", "serving", "serving-dp")
 
 # Ranges of the random scan (inclusive).
 RANDOM_M = (0, 1 << 22)
@@ -202,15 +210,20 @@ def step_queries(ctx, limit: Optional[int] = None) -> pa.Table:
 # ---- serving ---------------------------------------------------------------------------------
 
 
-def serving_queries(ctx, limit: Optional[int] = None) -> Tuple[pa.Table, pa.Table]:
-    """The points of ``serving_grid.sql``, split into (aggregated,
+def serving_queries(ctx, limit: Optional[int] = None, grid: str = "serving_grid.sql") -> Tuple[pa.Table, pa.Table]:
+    """The points of ``serving_grid.sql`` (or `grid`), split into (aggregated,
     disaggregated), each in grid order; ``limit`` keeps the first N of each."""
     import pyarrow.compute as pc
 
-    (sql,) = sqlfiles.statements(sqlfiles.load("serving_grid.sql"))
+    (sql,) = sqlfiles.statements(sqlfiles.load(grid))
     grid = ctx.sql(sql).to_arrow_table()
     parts = []
     for mode in ("agg", "disagg"):
         part = grid.filter(pc.equal(grid.column("mode"), mode))
         parts.append(part if limit is None else part.slice(0, limit))
     return parts[0], parts[1]
+
+
+def serving_dp_queries(ctx, limit: Optional[int] = None) -> Tuple[pa.Table, pa.Table]:
+    """The points of ``serving_dp_grid.sql`` (attention dp > 1), as `serving_queries`."""
+    return serving_queries(ctx, limit, "serving_dp_grid.sql")

@@ -17,8 +17,13 @@ Custom all-reduce
 NCCL
     ``comm/nccl/<misc.nccl_version>/nccl_perf.parquet``:
     ``[nccl_dtype][op_name][num_gpus][message_size]``, a raw 1-D Grid over
-    the message size with SOL 5.7 on the slice ``min(g, max g)``. Used only
-    on systems with 72 GPUs per node (tp > 4), not by the published goldens.
+    the message size with SOL 5.7 on the slice ``min(g, max g)``; one GPU
+    is free (0.0, no lookup). Beyond the largest measured count ``M`` the
+    latency is scaled by ``(g - 1) / g * M / (M - 1) * (bw(M) / bw(g))``
+    (the spec's ``NCCL._query_nccl_table``, in its evaluation order). Read
+    by the all-reduce on systems with 72 GPUs per node (tp > 4) and by the
+    MoE dispatch at attention dp > 1 (all-gather / reduce-scatter); not by
+    the published serving goldens.
 """
 
 from __future__ import annotations
@@ -61,12 +66,21 @@ class NcclTable:
         self._grids: Dict[Tuple, Optional[Grid]] = {}
         self._lock = threading.Lock()
 
-    def query(self, q: QuantMode, op: str, g: int, size: int) -> Tuple[float, str]:
+    @staticmethod
+    def lookup_args(q: QuantMode, op: str, g: int, size):
+        return [q.name, g, op, size], {}
+
+    def query(self, q: QuantMode, op: str, g: int, size) -> Tuple[float, Optional[str]]:
+        """(latency ms, interp path) of one `op` of `size` elements over g
+        GPUs; g = 1 is free and does no lookup (path None)."""
+        if g == 1:
+            return 0.0, None
         lookup = lookup_call("query_nccl", [q.name, g, op, size])
         by_g = (self.root.get(q.name) or {}).get(op) or {}
         if not by_g:
             raise PerfMiss("nccl_perf", lookup, "no NCCL data for this dtype and op")
-        g_eff = min(g, max(by_g))
+        max_g = max(by_g)
+        g_eff = min(g, max_g)
         system = self.system
         key = (q.name, op, g_eff)
         with self._lock:
@@ -78,9 +92,13 @@ class NcclTable:
         if grid is None:
             raise PerfMiss("nccl_perf", lookup, f"no NCCL data for {g_eff} GPUs")
         try:
-            return grid.lookup((size,))
+            latency, path = grid.lookup((size,))
         except GridMiss:
             raise PerfMiss("nccl_perf", lookup, "no data to anchor the query") from None
+        if g > max_g:  # the spec's correction beyond the largest measured count
+            scale = system.bw(max_g) / system.bw(g)
+            latency = latency * ((g - 1) / g * max_g / (max_g - 1) * scale)
+        return latency, path
 
 
 class CustomAllReduceTable:

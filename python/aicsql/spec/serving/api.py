@@ -13,7 +13,9 @@ SQL (the Rust functions' contract, which the batch functions follow)::
 spec's label ``tp{tp}pp{pp}dp{dp}etp{moe_tp|None}ep{moe_ep|None}`` (an
 optional trailing ``cp1``); a moe argument that disagrees with the label --
 a number where the label says another number or ``None`` -- is an error.
-pp > 1, attention dp > 1 and cp > 1 are refused by name.
+Attention dp > 1 (``tp * dp = moe_tp * moe_ep``) is priced for the MOE
+family (Qwen3-MoE, Mixtral, GPT-OSS, MiniMax-M2, ...) and refused for the
+others naming the family; pp > 1 and cp > 1 are refused by name.
 
 A NULL required argument gives a NULL struct; NULL prefix = 0, NULL
 ctx_tokens = isl. A perf-data miss or an OOM gives a struct whose fields are
@@ -111,14 +113,16 @@ DISAGG_SCHEMA = _schema(
 _LABEL = re.compile(r"tp(\d+)pp(\d+)dp(\d+)etp(\d+|None)ep(\d+|None)(?:cp(\d+))?\Z")
 
 
-def parse_parallel(parallel, moe_tp=None, moe_ep=None, name: str = "parallel") -> Tuple[int, Optional[int], Optional[int]]:
-    """(tp, moe_tp, moe_ep) of a ``parallel`` argument and the moe arguments."""
+def parse_parallel(parallel, moe_tp=None, moe_ep=None, name: str = "parallel"
+                   ) -> Tuple[int, Optional[int], Optional[int], int]:  # fmt: skip
+    """(tp, moe_tp, moe_ep, dp) of a ``parallel`` argument and the moe
+    arguments (dp = 1 for an integer tp)."""
     moe_tp = _int_arg(name.replace("parallel", "moe_tp"), moe_tp, optional=True)
     moe_ep = _int_arg(name.replace("parallel", "moe_ep"), moe_ep, optional=True)
     if isinstance(parallel, str):
         text = parallel.strip()
         if text.isdigit():
-            return int(text), moe_tp, moe_ep
+            return int(text), moe_tp, moe_ep, 1
         m = _LABEL.match(text)
         if m is None:
             raise ValueError(
@@ -129,8 +133,6 @@ def parse_parallel(parallel, moe_tp=None, moe_ep=None, name: str = "parallel") -
         cp = int(m.group(6)) if m.group(6) is not None else 1
         if pp != 1:
             raise ValueError(f"unsupported: pp = {pp} in {name} = {parallel!r} (pipeline parallelism; pp must be 1)")
-        if dp != 1:
-            raise ValueError(f"unsupported: attention dp = {dp} in {name} = {parallel!r} (dp must be 1)")
         if cp != 1:
             raise ValueError(f"unsupported: cp = {cp} in {name} = {parallel!r} (context parallelism; cp must be 1)")
         resolved = []
@@ -140,8 +142,8 @@ def parse_parallel(parallel, moe_tp=None, moe_ep=None, name: str = "parallel") -
                 raise ValueError(f"{arg_name} = {arg} contradicts {name} = {parallel!r} "
                                  f"({'etp' if arg_name == 'moe_tp' else 'ep'}{label_text})")  # fmt: skip
             resolved.append(label_value)
-        return tp, resolved[0], resolved[1]
-    return _int_arg(name, parallel), moe_tp, moe_ep
+        return tp, resolved[0], resolved[1], dp
+    return _int_arg(name, parallel), moe_tp, moe_ep, 1
 
 
 def _positive(name: str, v) -> int:
@@ -164,7 +166,7 @@ class _Agg:
     """The arguments of one aggregated point, validated."""
 
     def __init__(self, model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep):
-        self.tp, self.moe_tp, self.moe_ep = parse_parallel(parallel, moe_tp, moe_ep)
+        self.tp, self.moe_tp, self.moe_ep, self.dp = parse_parallel(parallel, moe_tp, moe_ep)
         self.batch = _positive("batch", batch)
         self.isl = _positive("isl", isl)
         self.osl = _positive("osl", osl)
@@ -176,11 +178,11 @@ class _Agg:
         if self.ctx_tokens > MAX_ISL:
             raise ValueError(f"ctx_tokens = {self.ctx_tokens} exceeds the limit of {MAX_ISL} "
                              "(aicsql bounds the work of one call)")  # fmt: skip
-        check_step(self.tp, self.batch, self.isl, self.osl, self.moe_tp, self.moe_ep)
+        check_step(self.tp, self.batch, self.isl, self.osl, self.moe_tp, self.moe_ep, self.dp)
 
 
 def _agg(ctx: StepContext, a: _Agg):
-    layout = resolve_layout(ctx, a.tp, a.moe_tp, a.moe_ep)
+    layout = resolve_layout(ctx, a.tp, a.moe_tp, a.moe_ep, a.dp)
     return agg_estimate(ctx, layout, a.batch, a.isl, a.osl, a.prefix, a.ctx_tokens)
 
 
@@ -188,7 +190,7 @@ def _agg_row(ctx: StepContext, a: _Agg) -> dict:
     """The estimate_agg struct (ServingMiss on a miss or OOM)."""
     result = _agg(ctx, a)
     if result.oom:
-        raise ServingMiss(oom_message_agg(ctx.model.name, ctx.db.system, a.tp), "oom")
+        raise ServingMiss(oom_message_agg(ctx.model.name, ctx.db.system, a.tp, a.dp), "oom")
     return result.row
 
 
@@ -211,8 +213,10 @@ def _memory_row(ctx: StepContext, a: _Agg) -> dict:
 class _Disagg:
     def __init__(self, model, db, p_parallel, p_batch, p_workers, d_parallel, d_batch, d_workers, isl, osl, prefix,
                  p_moe_tp, p_moe_ep, d_moe_tp, d_moe_ep):  # fmt: skip
-        self.p_tp, self.p_moe_tp, self.p_moe_ep = parse_parallel(p_parallel, p_moe_tp, p_moe_ep, "prefill_parallel")
-        self.d_tp, self.d_moe_tp, self.d_moe_ep = parse_parallel(d_parallel, d_moe_tp, d_moe_ep, "decode_parallel")
+        self.p_tp, self.p_moe_tp, self.p_moe_ep, self.p_dp = parse_parallel(p_parallel, p_moe_tp, p_moe_ep,
+                                                                            "prefill_parallel")
+        self.d_tp, self.d_moe_tp, self.d_moe_ep, self.d_dp = parse_parallel(d_parallel, d_moe_tp, d_moe_ep,
+                                                                            "decode_parallel")
         self.p_batch = _positive("prefill_batch", p_batch)
         self.p_workers = _positive("prefill_workers", p_workers)
         self.d_batch = _positive("decode_batch", d_batch)
@@ -220,13 +224,13 @@ class _Disagg:
         self.isl = _positive("isl", isl)
         self.osl = _positive("osl", osl)
         self.prefix = _prefix(prefix)
-        check_step(self.p_tp, self.p_batch, self.isl, self.osl, self.p_moe_tp, self.p_moe_ep)
-        check_step(self.d_tp, self.d_batch, self.isl, self.osl, self.d_moe_tp, self.d_moe_ep)
+        check_step(self.p_tp, self.p_batch, self.isl, self.osl, self.p_moe_tp, self.p_moe_ep, self.p_dp)
+        check_step(self.d_tp, self.d_batch, self.isl, self.osl, self.d_moe_tp, self.d_moe_ep, self.d_dp)
 
 
 def _disagg_row(ctx: StepContext, a: _Disagg) -> dict:
-    prefill = resolve_layout(ctx, a.p_tp, a.p_moe_tp, a.p_moe_ep)
-    decode = resolve_layout(ctx, a.d_tp, a.d_moe_tp, a.d_moe_ep)
+    prefill = resolve_layout(ctx, a.p_tp, a.p_moe_tp, a.p_moe_ep, a.p_dp)
+    decode = resolve_layout(ctx, a.d_tp, a.d_moe_tp, a.d_moe_ep, a.d_dp)
     return disagg_estimate(ctx, prefill, a.p_batch, a.p_workers, decode, a.d_batch, a.d_workers, a.isl, a.osl,
                            a.prefix)  # fmt: skip
 

@@ -40,6 +40,13 @@ Static steps (``run_static``, disaggregated workers)
     rounded like ``DataFrame.round(3)`` (`numpy_round3`) before the rate
     matching reads it, and the disaggregated row is rounded again.
 
+Attention dp (MOE family; ``tp * dp = moe_tp * moe_ep``): the steps run
+at the layout's dp (the experts see ``x * dp`` tokens, the dispatches
+gather / scatter over all ``tp * dp`` GPUs); ``run_agg`` scales the output
+throughput and the concurrency by ``pp * dp``, ``run_static`` the global
+batch by dp, and the per-GPU values divide by ``tp * pp * dp * cp``; the
+memory model's MoE workspace (not paid by MOE) scales by dp.
+
 Misses (``StepMiss``) and OOM are `ServingMiss`; bad input is ValueError.
 
 Spec details worth knowing (all checked against the goldens or the Rust path):
@@ -66,6 +73,7 @@ import threading
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..step.engine import StepContext, StepMiss, resolve_parallel, check_moe_blocks
+from ..step.ops import check_trtllm_alltoall
 from ..step.model import DEEPSEEK, KIMIK25
 from ..step.ops import Op, Parallel, PhaseQuants
 from ..kernels.quant import KV_QUANTS
@@ -125,15 +133,22 @@ class Layout(NamedTuple):
     moe_ep: Optional[int]
 
     @property
+    def dp(self) -> int:
+        return self.par.attention_dp
+
+    @property
     def label(self) -> str:
-        return f"tp{self.tp}pp1dp1etp{self.moe_tp}ep{self.moe_ep}"
+        return f"tp{self.tp}pp1dp{self.dp}etp{self.moe_tp}ep{self.moe_ep}"
 
 
-def resolve_layout(ctx: StepContext, tp: int, moe_tp: Optional[int], moe_ep: Optional[int]) -> Layout:
+def resolve_layout(ctx: StepContext, tp: int, moe_tp: Optional[int], moe_ep: Optional[int], dp: int = 1) -> Layout:
     """``_resolve_moe_parallelism``: a MoE model infers its missing width from
-    tp (both missing is an error); a dense model keeps what it was given."""
+    ``tp * dp`` (both missing is an error); a dense model keeps what it was
+    given. Attention dp > 1: the MOE family only (`resolve_parallel`)."""
     model = ctx.model
-    par = resolve_parallel(model, ctx.db.backend, tp, moe_tp, moe_ep)
+    par = resolve_parallel(model, ctx.db.backend, tp, moe_tp, moe_ep, dp)
+    if ctx.db.backend == "trtllm":
+        check_trtllm_alltoall(ctx.kernels.system, par.moe_tp, par.attention_dp)
     if model.is_moe:
         return Layout(par, tp, par.moe_tp, par.moe_ep)
     for name, v in (("moe_tp", moe_tp), ("moe_ep", moe_ep)):
@@ -182,10 +197,10 @@ class _Worker:
         self.layout = layout
         self.backend: Backend = backend_for(ctx.db.backend)
         lay = layout
-        _, self.q_ctx, self.ops_ctx = ctx.layout("context", lay.tp, lay.par.moe_tp if ctx.model.is_moe else None,
-                                                lay.par.moe_ep if ctx.model.is_moe else None)  # fmt: skip
-        _, self.q_gen, self.ops_gen = ctx.layout("generation", lay.tp, lay.par.moe_tp if ctx.model.is_moe else None,
-                                                lay.par.moe_ep if ctx.model.is_moe else None)  # fmt: skip
+        moe_tp = lay.par.moe_tp if ctx.model.is_moe else None
+        moe_ep = lay.par.moe_ep if ctx.model.is_moe else None
+        _, self.q_ctx, self.ops_ctx = ctx.layout("context", lay.tp, moe_tp, moe_ep, lay.dp)
+        _, self.q_gen, self.ops_gen = ctx.layout("generation", lay.tp, moe_tp, moe_ep, lay.dp)
         # The quant modes the estimate reports: the context-role FMHA guard for
         # agg and prefill workers, the checkpoint's (and vllm's) for decode.
         self.quants: PhaseQuants = self.q_ctx if report_phase == "context" else self.q_gen
@@ -204,7 +219,7 @@ class _Worker:
         return memory_usage(
             self.backend, self.ctx.kernels.system, self.ctx.model, self.weights, self.kv_elements, self.kv_bytes,
             lay.tp, lay.par.moe_ep, batch_size, beam_width, isl, osl, num_tokens=num_tokens, prefix=prefix,
-            max_seq_len=max_seq_len,
+            max_seq_len=max_seq_len, attention_dp=lay.dp,
         )  # fmt: skip
 
     def quant_fields(self, prefix: str = "") -> dict:
@@ -276,10 +291,10 @@ class AggResult(NamedTuple):
     kv_warning: Optional[str]
 
 
-def oom_message_agg(model: str, system: str, tp: int) -> str:
+def oom_message_agg(model: str, system: str, tp: int, dp: int = 1) -> str:
     return (
         f"OOM: the model '{model}' does not fit in GPU memory on system '{system}' "
-        f"with the given parallelism (tp={tp}, pp=1, dp=1). "
+        f"with the given parallelism (tp={tp}, pp=1, dp={dp}). "
         "Try increasing tp_size/pp_size, using a quantized model, or "
         "using a system with more VRAM per GPU."
     )
@@ -346,7 +361,8 @@ def agg_estimate(ctx: StepContext, layout: Layout, b: int, isl: int, osl: int, p
     if b == 1:
         num_ctx_requests = 1
         num_gen_requests = 1
-    pp = dp = cp = 1
+    pp = cp = 1
+    dp = layout.dp
     scale_factor = pp * dp
     output_throughput = output_throughput * scale_factor
     concurrency = b * scale_factor
@@ -452,7 +468,8 @@ def _static_row(w: _Worker, mode: str, batch: int, isl: int, osl: int, prefix: i
     encoder_latency = 0
     context_latency = sum(latency.values())
     generation_latency = sum(generation_dict.values())
-    pp = dp = 1
+    pp = 1
+    dp = w.layout.dp
     tp = w.layout.tp
     global_bs = batch * dp
     concurrency = global_bs

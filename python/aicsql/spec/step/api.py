@@ -12,7 +12,11 @@
 Bad input -- unknown model, database or phase, an unsupported architecture
 or checkpoint, tp not dividing the heads, an inconsistent MoE layout --
 always raises ValueError naming it. NULL in gives NULL out (``moe_tp`` /
-``moe_ep`` NULL just means "not given").
+``moe_ep`` NULL just means "not given", ``dp`` NULL is 1).
+
+``dp`` (the attention data parallelism, optional everywhere: a keyword of
+the plain functions, a trailing array / argument of the batch forms) is
+priced for the MOE family: ``tp * dp = moe_tp * moe_ep``.
 
 ``engine_step`` returns the full breakdown (the goldens' rows), and
 ``step_latency`` the phase's number: TTFT for 'context', TPOT for
@@ -63,9 +67,11 @@ def _phase(phase) -> str:
     return text
 
 
-def _run(tree: DataTree, database: Database, shared: bool, model, phase, tp, batch, isl, osl, moe_tp, moe_ep):
+def _run(tree: DataTree, database: Database, shared: bool, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
+         dp=None):  # fmt: skip
     ctx = step_context(tree, model, database, shared)
     ph = _phase(phase)
+    dp = _int_arg("dp", dp, optional=True)
     result = ctx.run(
         ph,
         _int_arg("tp", tp),
@@ -74,6 +80,7 @@ def _run(tree: DataTree, database: Database, shared: bool, model, phase, tp, bat
         _int_arg("osl", osl),
         _int_arg("moe_tp", moe_tp, optional=True),
         _int_arg("moe_ep", moe_ep, optional=True),
+        dp=1 if dp is None else dp,
     )
     return ctx, ph, result
 
@@ -89,6 +96,7 @@ def engine_step(
     moe_tp: Optional[int] = None,
     moe_ep: Optional[int] = None,
     *,
+    dp: int = 1,
     shared_layer: bool = True,
     data=None,
 ) -> dict:
@@ -102,7 +110,8 @@ def engine_step(
     s = _settings(_plain_settings(shared_layer), data)
     database = s.tree.resolve(db, s.backend, s.version)
     try:
-        ctx, ph, result = _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep)
+        ctx, ph, result = _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
+                               dp)  # fmt: skip
     except StepMiss as miss:
         raise ValueError(str(miss)) from None
     return {
@@ -124,6 +133,7 @@ def step_latency(
     moe_tp: Optional[int] = None,
     moe_ep: Optional[int] = None,
     *,
+    dp: int = 1,
     shared_layer: bool = True,
     data=None,
 ) -> float:
@@ -131,7 +141,8 @@ def step_latency(
     s = _settings(_plain_settings(shared_layer), data)
     database = s.tree.resolve(db, s.backend, s.version)
     try:
-        return _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep)[2].total_ms
+        return _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
+                    dp)[2].total_ms  # fmt: skip
     except StepMiss as miss:
         raise ValueError(str(miss)) from None
 
@@ -157,6 +168,7 @@ def step_latency_batch(
     osl: pa.Array,
     moe_tp: Optional[pa.Array] = None,
     moe_ep: Optional[pa.Array] = None,
+    dp: Optional[pa.Array] = None,
     *,
     data=None,
 ) -> pa.Array:
@@ -171,6 +183,7 @@ def step_latency_batch(
     n = len(cols[0])
     cols.append(_pylist(moe_tp, n))
     cols.append(_pylist(moe_ep, n))
+    cols.append(_pylist(dp, n))
     lengths = [len(c) for c in cols]
     if any(length != n for length in lengths):
         raise ValueError(f"step_latency_batch: arrays differ in length {lengths}")
@@ -179,7 +192,7 @@ def step_latency_batch(
     memo: Dict[tuple, Optional[float]] = {}
     out: List[Optional[float]] = []
     for row in zip(*cols):
-        r_model, r_db, r_phase, r_tp, r_batch, r_isl, r_osl, r_moe_tp, r_moe_ep = row
+        r_model, r_db, r_phase, r_tp, r_batch, r_isl, r_osl, r_moe_tp, r_moe_ep, r_dp = row
         if r_model is None or r_db is None or r_phase is None or r_tp is None or r_batch is None or r_isl is None \
                 or r_osl is None:
             out.append(None)
@@ -192,7 +205,7 @@ def step_latency_batch(
             database = databases[r_db] = s.tree.resolve(r_db, s.backend, s.version)
         try:
             value = _run(s.tree, database, s.shared_layer, r_model, r_phase, r_tp, r_batch, r_isl, r_osl,
-                         r_moe_tp, r_moe_ep)[2].total_ms
+                         r_moe_tp, r_moe_ep, r_dp)[2].total_ms
         except StepMiss as miss:
             if raise_on_miss:
                 raise ValueError(f"{r_model} on {database.name}, {r_phase}: {miss}") from None
@@ -273,7 +286,8 @@ def _lookup_fields(table: Optional[str], method: Optional[str], args: Sequence[A
     elif table == "custom_allreduce_perf":
         row.update(comm_gpus=a[1], message_size=a[2])
     elif table == "nccl_perf":
-        row.update(comm_gpus=a[1], message_size=a[3])
+        size = a[3]  # a float on trtllm SM 100 (the quant-compressed all-gather): the column keeps integral ones
+        row.update(comm_gpus=a[1], message_size=int(size) if not isinstance(size, float) or size.is_integer() else None)
     elif table == "moe_perf":
         row.update(moe_tokens=kw["num_tokens"], moe_hidden=kw["hidden_size"], moe_inter=kw["inter_size"],
                    moe_topk=kw["topk"], moe_experts=kw["num_experts"], moe_tp=kw["moe_tp_size"],
@@ -302,17 +316,18 @@ def _row(db: str, phase: str, **values) -> dict:
 
 
 def engine_step_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBatch:
-    """``py_engine_step(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep])``:
+    """``py_engine_step(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp]])``:
     the rows of the Rust ``engine_step`` table function, computed by the
     Python path -- one per op (generation: per sampled decode step), the
     ``__gen_step_total__`` rows, then the ``__step_total__`` row whose
     ``latency_ms`` is TTFT / TPOT and ``total_ms`` the phase latency. Under
     ``on_miss = 'null'`` a miss gives the op that missed (``row_kind`` 'miss',
     its lookup as columns) and a NULL total; NULL arguments give no rows."""
-    if len(args) not in (7, 9):
-        raise ValueError(f"py_engine_step takes 7 or 9 arguments, got {len(args)}")
+    if len(args) not in (7, 9, 10):
+        raise ValueError(f"py_engine_step takes 7, 9 or 10 arguments, got {len(args)}")
     model, db, phase, tp, batch, isl, osl = args[:7]
-    moe_tp, moe_ep = args[7:] if len(args) == 9 else (None, None)
+    moe_tp, moe_ep = args[7:9] if len(args) >= 9 else (None, None)
+    dp = args[9] if len(args) == 10 else None
     if any(v is None for v in (model, db, phase, tp, batch, isl, osl)):
         return pa.RecordBatch.from_pylist([], schema=ENGINE_STEP_SCHEMA)
     s = _settings(settings, data)
@@ -321,7 +336,8 @@ def engine_step_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBa
     name = database.name
     out: List[dict] = []
     try:
-        ctx, ph, result = _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep)
+        ctx, ph, result = _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
+                               dp)  # fmt: skip
     except StepMiss as miss:
         if s.on_miss == "error":
             raise ValueError(f"{model} on {name}, {ph}: {miss}") from None

@@ -47,7 +47,7 @@ from ..limits import check_step
 from ..sol import GEMM_QUANTS
 from .families import build_ops
 from .model import DEEPSEEK, HYBRIDMOE, KIMIK25, MOE, QWEN3VL_MOE, ModelSpec, load_model
-from .ops import Call, Op, OpValue, Parallel, PhaseQuants
+from .ops import Call, Op, OpValue, Parallel, PhaseQuants, check_trtllm_alltoall
 
 __all__ = [
     "STRIDE",
@@ -73,39 +73,58 @@ class StepMiss(Exception):
         self.miss = miss
 
 
-def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep) -> Parallel:
-    """Validate tp against the model and resolve the MoE layout (docs/spec 2, 10.1)."""
+def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1) -> Parallel:
+    """Validate tp and the attention dp against the model and resolve the MoE
+    layout (docs/spec 2, 10.1): ``tp * dp == moe_tp * moe_ep``, a missing
+    width inferred from ``tp * dp`` (the spec's ``resolve_moe_parallelism``).
+    Attention dp > 1 is priced for the MOE family only (its dispatches, see
+    `MoEDispatch`); trtllm refuses tp > 1 together with dp > 1, as the spec
+    asserts."""
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise ValueError(f"tp = {tp!r} must be a positive integer")
+    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+        raise ValueError(f"dp = {dp!r} (attention data parallelism) must be a positive integer")
     if model.heads % tp != 0:
         raise ValueError(
             f"tp = {tp} does not divide the {model.heads} attention heads of {model.name!r}"
+        )
+    if dp > 1 and model.family != MOE:
+        raise ValueError(
+            f"unsupported: attention dp = {dp} for {model.name!r} of the {model.family} family "
+            "(aicsql.spec prices attention dp > 1 for the MOE family only)"
         )
     if not model.is_moe:
         return Parallel(tp)
     for name, v in (("moe_tp", moe_tp), ("moe_ep", moe_ep)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ValueError(f"{name} = {v!r} must be a positive integer")
+    # The messages keep their dp = 1 wording (tp) when dp is 1.
+    width, width_name = (tp, f"tp = {tp}") if dp == 1 else (tp * dp, f"tp * dp = {tp} * {dp} = {tp * dp}")
+    rule = "tp = moe_tp * moe_ep" if dp == 1 else "tp * dp = moe_tp * moe_ep"
     if moe_tp is None and moe_ep is None:
         raise ValueError(
-            f"{model.name!r} is a MoE model: give moe_tp and/or moe_ep (tp = moe_tp * moe_ep)"
+            f"{model.name!r} is a MoE model: give moe_tp and/or moe_ep ({rule})"
         )
     if moe_tp is None:
-        if tp % moe_ep:
-            raise ValueError(f"moe_ep = {moe_ep} does not divide tp = {tp} (tp = moe_tp * moe_ep)")
-        moe_tp = tp // moe_ep
+        if width % moe_ep:
+            raise ValueError(f"moe_ep = {moe_ep} does not divide {width_name} ({rule})")
+        moe_tp = width // moe_ep
     elif moe_ep is None:
-        if tp % moe_tp:
-            raise ValueError(f"moe_tp = {moe_tp} does not divide tp = {tp} (tp = moe_tp * moe_ep)")
-        moe_ep = tp // moe_tp
-    if moe_tp * moe_ep != tp:
-        raise ValueError(f"moe_tp * moe_ep = {moe_tp} * {moe_ep} != tp = {tp} (attention_dp is 1)")
+        if width % moe_tp:
+            raise ValueError(f"moe_tp = {moe_tp} does not divide {width_name} ({rule})")
+        moe_ep = width // moe_tp
+    if moe_tp * moe_ep != width:
+        if dp == 1:
+            raise ValueError(f"moe_tp * moe_ep = {moe_tp} * {moe_ep} != tp = {tp} (attention_dp is 1)")
+        raise ValueError(f"moe_tp * moe_ep = {moe_tp} * {moe_ep} != {width_name} ({rule})")
     if backend == "vllm" and moe_tp > 1 and moe_ep > 1:
         raise ValueError(f"vllm does not support moe_tp > 1 and moe_ep > 1 together (moe_tp = {moe_tp}, "
                          f"moe_ep = {moe_ep})")
+    if backend == "trtllm" and tp > 1 and dp > 1:
+        raise ValueError(f"trtllm does not support TP>1 and DP>1 for attn simultaneously (tp = {tp}, dp = {dp})")
     if model.experts < moe_ep:
         raise ValueError(f"moe_ep = {moe_ep} is larger than the {model.experts} experts of {model.name!r}")
-    return Parallel(tp, moe_tp, moe_ep)
+    return Parallel(tp, moe_tp, moe_ep, dp)
 
 
 # Families whose builder checks the fp8_block expert block alignment (MOEModel, HybridMoEModel).
@@ -201,12 +220,16 @@ class StepContext:
         except PerfMiss as miss:
             raise StepMiss(op.name, miss) from None
 
-    def layout(self, phase: str, tp: int, moe_tp=None, moe_ep=None) -> Tuple[Parallel, PhaseQuants, List[Op]]:
+    def layout(self, phase: str, tp: int, moe_tp=None, moe_ep=None, dp: int = 1
+               ) -> Tuple[Parallel, PhaseQuants, List[Op]]:  # fmt: skip
         """The validated parallel layout, quant modes and op list of `phase`
-        (the op list built once per layout); ValueError on bad input."""
+        (the op list built once per layout); ValueError on bad input (the
+        trtllm all-to-all dispatch of `check_trtllm_alltoall` included)."""
         if phase not in PHASES:
             raise ValueError(f"unknown phase {phase!r}; valid phases: {', '.join(PHASES)}")
-        par = resolve_parallel(self.model, self.db.backend, tp, moe_tp, moe_ep)
+        par = resolve_parallel(self.model, self.db.backend, tp, moe_tp, moe_ep, dp)
+        if self.db.backend == "trtllm":
+            check_trtllm_alltoall(self.kernels.system, par.moe_tp, par.attention_dp)
         q = self.quants(phase)
         check_moe_blocks(self.model, q.moe, par)
         key = (phase, par)
@@ -219,18 +242,20 @@ class StepContext:
         return par, q, ops
 
     def run(self, phase: str, tp: int, batch: int, isl: int, osl: int, moe_tp=None, moe_ep=None,
-            prefix: int = 0) -> PhaseResult:  # fmt: skip
+            prefix: int = 0, dp: int = 1) -> PhaseResult:  # fmt: skip
         """One static step of `phase`; StepMiss on a miss, ValueError on bad input.
-        ``prefix``: cached tokens per request of a context step (ignored in generation)."""
+        ``prefix``: cached tokens per request of a context step (ignored in generation);
+        ``dp``: the attention data parallelism (MOE family only)."""
         if phase not in PHASES:
             raise ValueError(f"unknown phase {phase!r}; valid phases: {', '.join(PHASES)}")
         _check_positive("batch", batch)
         _check_positive("isl", isl)
         _check_positive("osl", osl)
+        _check_positive("dp", dp)
         if isinstance(prefix, bool) or not isinstance(prefix, int) or prefix < 0:
             raise ValueError(f"prefix = {prefix!r} must be a non-negative integer")
-        check_step(tp, batch, isl, osl, moe_tp, moe_ep)
-        _, _, ops = self.layout(phase, tp, moe_tp, moe_ep)
+        check_step(tp, batch, isl, osl, moe_tp, moe_ep, dp)
+        _, _, ops = self.layout(phase, tp, moe_tp, moe_ep, dp)
         return self.run_ops(phase, ops, batch, isl, osl, prefix)
 
     def run_ops(self, phase: str, ops: List[Op], batch, isl, osl: int, prefix=0) -> PhaseResult:

@@ -18,11 +18,11 @@ op lists in `families`.
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 from ..gemm import GemmMiss
-from ..kernels import Kernels, PerfMiss, lookup_call
-from ..kernels.quant import FMHA_QUANTS, KV_QUANTS, MOE_QUANTS
+from ..kernels import Kernels, NcclTable, PerfMiss, lookup_call
+from ..kernels.quant import COMM_QUANTS, FMHA_QUANTS, KV_QUANTS, MOE_QUANTS
 from ..sol import GEMM_QUANTS, QuantMode, gemm_sol
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "join_paths",
 ]
 
+_HALF = COMM_QUANTS["half"]
 ACT = "bfloat16(act)"  # the quant label of elementwise / embedding ops (2-byte activations)
 
 
@@ -72,7 +73,7 @@ class OpValue(NamedTuple):
 
 
 class Parallel(NamedTuple):
-    """The parallel layout of a step (pp = 1, attention_dp = 1 here)."""
+    """The parallel layout of a step (pp = 1; attention_dp > 1 for the MOE family only)."""
 
     tp: int
     moe_tp: int = 1
@@ -378,22 +379,48 @@ class MoE(Op):
 
 
 class MoEDispatch(Op):
-    """Token dispatch around the experts (docs/spec 10.3, families_mla 5.4). At
-    attention_dp = 1 on vllm, sglang (non-DeepEP) and trtllm it is one custom
-    all-reduce of the ``x*h`` activations over ``G = moe_tp * moe_ep`` GPUs
-    when ``attn_tp > 1`` (the all-reduce switches to NCCL on 72-GPU nodes
-    beyond 4 GPUs), else free. ``quant`` only labels the op (HYBRIDMOE builds
-    its dispatches without one: the label is ``None``); it would size the
-    trtllm SM100 all-to-all, which needs attention_dp > 1."""
+    """Token dispatch around the experts (docs/spec 10.3, families_mla 5.4;
+    the spec's ``MoEDispatch.query`` on vllm, sglang without DeepEP and
+    trtllm), over ``G = moe_tp * moe_ep`` GPUs with ``attn_tp = G //
+    attention_dp`` and ``volume = x * h`` elements.
+
+    attention_dp = 1: one custom all-reduce of the volume over G GPUs when
+    ``attn_tp > 1`` (the all-reduce switches to NCCL on 72-GPU nodes beyond 4
+    GPUs), else free -- the same number on every backend.
+
+    attention_dp > 1 (``pre_dispatch``: before the experts, else after):
+
+    * trtllm (``attn_tp == 1``: the spec asserts tp and dp are not both > 1):
+      NCCL all-gather of ``volume * dp`` before, reduce-scatter of ``volume
+      * dp`` after; on SM 100 the gathered volume is the quant-compressed
+      one, ``(x_volume + sf_volume) * dp`` (nvfp4: ``volume / 4`` plus
+      ``volume / 4 / 8`` scales; fp8 / fp8_block: ``volume / 2 + 0``; else
+      ``volume + 0``). SM 100 with ``moe_tp == 1`` on a node of >= 72 GPUs
+      uses the trtllm all-to-all table instead, which this port does not
+      have (ValueError);
+    * vllm: ``0`` + the custom all-reduce of the volume over G GPUs when
+      ``attn_tp > 1`` + the NCCL all-gather (before) / reduce-scatter
+      (after) of ``volume * dp`` over G GPUs;
+    * sglang: ``attn_tp > 1``: before, reduce-scatter of the volume over
+      the attn_tp GPUs + all-gather of ``volume * dp`` over G; after,
+      reduce-scatter of ``volume * dp`` over G + all-gather of the volume
+      over attn_tp; ``attn_tp == 1``: all-gather / reduce-scatter of
+      ``volume * dp`` over G.
+
+    The sum of a phase's collectives is multiplied by the count once.
+    ``quant`` labels the op (HYBRIDMOE builds its dispatches without one:
+    the label is ``None``) and sizes the trtllm SM 100 all-gather."""
 
     kind = "MoEDispatch"
 
-    def __init__(self, name, count, h, etp, eep, attention_dp, quant: Optional[str]):
+    def __init__(self, name, count, h, etp, eep, attention_dp, quant: Optional[str], pre_dispatch: bool = True):
         super().__init__(name, count)
         self.h = h
+        self.etp = etp
         self.g = etp * eep
         self.attention_dp = attention_dp
         self.quant = MOE_QUANTS[quant] if quant is not None else None
+        self.pre_dispatch = pre_dispatch
 
     @property
     def quant_label(self):
@@ -401,11 +428,81 @@ class MoEDispatch(Op):
 
     def evaluate(self, k, call):
         attn_tp = self.g // self.attention_dp
-        if self.attention_dp > 1:
-            raise ValueError("unsupported: attention_dp > 1 (MoE dispatch over NCCL)")
-        if attn_tp <= 1:
-            return OpValue(0.0, None, None)
-        return _all_reduce(k, self.count, self.g, call.x * self.h)
+        if self.attention_dp == 1:
+            if attn_tp <= 1:
+                return OpValue(0.0, None, None)
+            return _all_reduce(k, self.count, self.g, call.x * self.h)
+        return self._evaluate_dp(k, call, attn_tp)
+
+    def _evaluate_dp(self, k: Kernels, call: Call, attn_tp: int) -> OpValue:
+        volume = call.x * self.h
+        dp, g, pre = self.attention_dp, self.g, self.pre_dispatch
+        backend = k.db.backend
+        values: List[Tuple[float, Optional[str], Optional[Lookup]]] = []
+        if backend == "trtllm":
+            if attn_tp > 1:
+                raise ValueError(f"trtllm does not support TP>1 and DP>1 for attn simultaneously "
+                                 f"(attention tp = {attn_tp}, dp = {dp})")  # fmt: skip
+            if k.system.sm_version == 100:
+                check_trtllm_alltoall(k.system, self.etp, dp)
+                if pre:
+                    q = self.quant
+                    if q is not None and q.name == "nvfp4":
+                        x_volume, sf_volume = volume / 4, volume / 4 / 8
+                    elif q is not None and q.name in ("fp8", "fp8_block"):
+                        x_volume, sf_volume = volume / 2, 0
+                    else:
+                        x_volume, sf_volume = volume, 0
+                    values.append(_nccl(k, "all_gather", g, (x_volume + sf_volume) * dp))
+                else:
+                    values.append(_nccl(k, "reduce_scatter", g, volume * dp))
+            else:
+                values.append(_nccl(k, "all_gather" if pre else "reduce_scatter", g, volume * dp))
+        elif backend == "vllm":
+            if attn_tp > 1:
+                latency, path = k.custom_allreduce.query(g, volume)
+                args, kwargs = k.custom_allreduce.lookup_args(g, volume)
+                values.append((latency, path, Lookup("custom_allreduce_perf", args, kwargs)))
+            values.append(_nccl(k, "all_gather" if pre else "reduce_scatter", g, volume * dp))
+        elif backend == "sglang":
+            if attn_tp > 1:  # attention tp and dp combined
+                if pre:
+                    values.append(_nccl(k, "reduce_scatter", attn_tp, volume))
+                    values.append(_nccl(k, "all_gather", g, volume * dp))
+                else:
+                    values.append(_nccl(k, "reduce_scatter", g, volume * dp))
+                    values.append(_nccl(k, "all_gather", attn_tp, volume))
+            else:
+                values.append(_nccl(k, "all_gather" if pre else "reduce_scatter", g, volume * dp))
+        else:
+            raise ValueError(f"MoEDispatch: Not implemented for backend {backend}")
+        # The spec: comm_latency = first (vllm: 0 + first), += the next; times the count.
+        latency = 0
+        for value, _, _ in values:
+            latency = latency + value
+        lookup = next((lu for _, _, lu in values if lu is not None), None)
+        return OpValue(latency * self.count, join_paths(p for _, p, _ in values), lookup)
+
+
+def check_trtllm_alltoall(system, moe_tp: int, attention_dp: int) -> None:
+    """trtllm on SM 100 with attention dp > 1, moe_tp 1 and >= 72 GPUs per
+    node dispatches with the trtllm all-to-all table (``alltoall_dispatch``
+    / ``alltoall_combine``), which neither path has: ValueError."""
+    if attention_dp > 1 and moe_tp == 1 and system.sm_version == 100 and system.num_gpus_per_node >= 72:
+        raise ValueError(
+            "unsupported: trtllm's MoE all-to-all (query_trtllm_alltoall: alltoall_dispatch / alltoall_combine, "
+            f"SM 100, {system.num_gpus_per_node} GPUs per node, attention dp = {attention_dp}, moe_tp = 1); "
+            "its table is not built in aicsql.spec"
+        )
+
+
+def _nccl(k: Kernels, op: str, g: int, size) -> Tuple[float, Optional[str], Optional[Lookup]]:
+    """One NCCL collective (``query_nccl('half', g, op, size)``): latency, path, lookup (None when g = 1)."""
+    latency, path = k.nccl.query(_HALF, op, g, size)
+    if g == 1:
+        return latency, path, None
+    args, kwargs = NcclTable.lookup_args(_HALF, op, g, size)
+    return latency, path, Lookup("nccl_perf", args, kwargs)
 
 
 def first_lookup(values: List[OpValue]) -> Optional[Lookup]:

@@ -50,7 +50,8 @@ def _routed(p: str, count, model: ModelSpec, par: Parallel, q: PhaseQuants) -> L
         MoEDispatch(p + "moe_pre_dispatch", count, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe),
         MoE(p + "moe", count, h, model.moe_inter, model.topk, E, par.moe_tp, par.moe_ep, q.moe, model.distribution,
             par.attention_dp),
-        MoEDispatch(p + "moe_post_dispatch", count, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe),
+        MoEDispatch(p + "moe_post_dispatch", count, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe,
+                    pre_dispatch=False),
     ]  # fmt: skip
 
 

@@ -97,7 +97,8 @@ def build(model: ModelSpec, phase: str, par: Parallel, q: PhaseQuants, backend: 
                 MoEDispatch(r + "_moe_pre_dispatch", c, h, par.moe_tp, par.moe_ep, par.attention_dp, None),
                 MoE(r + "_moe", c, h, model.moe_inter, model.topk, E, par.moe_tp, par.moe_ep, q.moe,
                     model.distribution, par.attention_dp),
-                MoEDispatch(r + "_moe_post_dispatch", c, h, par.moe_tp, par.moe_ep, par.attention_dp, None),
+                MoEDispatch(r + "_moe_post_dispatch", c, h, par.moe_tp, par.moe_ep, par.attention_dp, None,
+                            pre_dispatch=False),
             ]  # fmt: skip
         else:
             ipt = dims["dense_ipt"]

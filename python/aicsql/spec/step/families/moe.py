@@ -10,7 +10,10 @@ differences (families_mla 4):
   ``w4a16_mxfp4``), distribution ``power_law_1.2`` as for every MOE model.
 
 No ar_1 / ar_2 (the dispatches carry the tensor-parallel communication), no
-context logits GEMM; the dispatches are labelled with the MoE quant.
+context logits GEMM; the dispatches are labelled with the MoE quant. At
+attention dp > 1 (this family only) the experts see ``x * dp`` tokens and
+the dispatches gather before / scatter after them over ``tp * dp`` GPUs
+(`MoEDispatch`).
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ def build(model: ModelSpec, phase: str, par: Parallel, q: PhaseQuants, backend: 
         MoEDispatch(p + "moe_pre_dispatch", c, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe),
         MoE(p + "moe", c, h, model.moe_inter, model.topk, E, par.moe_tp, par.moe_ep, q.moe, model.distribution,
             par.attention_dp),
-        MoEDispatch(p + "moe_post_dispatch", c, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe),
+        MoEDispatch(p + "moe_post_dispatch", c, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe, pre_dispatch=False),
     ]  # fmt: skip
     if gen:
         ops.append(GEMM(p + "logits_gemm", one, V // tp, h, "bfloat16"))

@@ -1,0 +1,180 @@
+"""The spec's own search results re-priced by the Python path's serving estimates.
+
+``tests/goldens/search/<case>/{agg,disagg}.candidates.parquet`` are the
+candidate frames aiconfigurator v0.11.0's ``cli default`` returned for three
+cases (``meta.json``: model, system, backend, version), rounded by numpy to 3
+decimals. Every candidate at pp = 1 and cp = 1 -- attention dp > 1
+included (the Qwen3-30B-A3B gb200 / sglang case) -- is priced again:
+
+* agg: ``estimate_agg`` at the row's ``parallel`` label, ``bs``, ``isl``,
+  ``osl``, ``prefix`` and ``ctx_tokens``;
+* disagg: ``estimate_disagg`` at ``(p)parallel``, ``(p)bs``, ``(p)workers``,
+  ``(d)parallel``, ``(d)bs``, ``(d)workers`` (the estimate is already
+  rounded like the spec's frame);
+
+and every value of the row (latencies, throughputs, memory, the scheduling
+counts, the layout and quant labels) must equal the estimate after numpy's
+3-decimal rounding. Rows at cp > 1 (and pp > 1, none here) are out of scope.
+
+One label differs by design: a vllm decode worker of an fp8-FMHA checkpoint
+(Qwen3-32B-FP8) is labelled ``(d)fmha = fp8`` by the search, while
+``estimate_disagg`` reports the FMHA mode the step runs with, vllm's legacy
+guard's ``bfloat16`` (the spec's ``cli_estimate`` reports that one too, see
+the serving goldens); a generation step reads no FMHA table, so no number
+depends on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from aicsql.spec import open_tree
+from aicsql.spec.serving import estimate_agg, estimate_disagg, numpy_round3
+
+from _support import have_data, require
+
+REPO = Path(__file__).resolve().parents[2]
+SEARCH = Path(os.environ.get("AICSQL_GOLDENS") or REPO / "tests" / "goldens") / "search"
+CASES = sorted(p.name for p in SEARCH.iterdir() if (p / "meta.json").is_file()) if SEARCH.is_dir() else []
+HAVE = bool(CASES) and have_data(open_tree)
+needs_data = require(HAVE, f"search goldens ({SEARCH}) or the perf data are missing")
+
+# frame column -> estimate_agg field
+AGG_FIELDS = {
+    "ttft": "ttft_ms", "tpot": "tpot_ms", "request_latency": "request_latency_ms", "seq/s": "seq_per_s",
+    "seq/s/gpu": "seq_per_s_per_gpu", "request_rate": "request_rate", "tokens/s": "tokens_per_s",
+    "tokens/s/gpu": "tokens_per_s_per_gpu", "tokens/s/user": "tokens_per_s_per_user", "memory": "memory_gib",
+    "balance_score": "balance_score", "num_ctx_reqs": "num_ctx_reqs", "num_gen_reqs": "num_gen_reqs",
+    "num_tokens": "num_tokens", "gen_tokens": "gen_tokens", "concurrency": "concurrency", "global_bs": "global_bs",
+    "num_total_gpus": "num_total_gpus", "bs": "bs", "isl": "isl", "osl": "osl", "prefix": "prefix",
+    "ctx_tokens": "ctx_tokens", "parallel": "parallel", "tp": "tp", "pp": "pp", "dp": "dp", "moe_tp": "moe_tp",
+    "moe_ep": "moe_ep", "cp": "cp", "gemm": "gemm", "kvcache": "kvcache", "fmha": "fmha", "moe": "moe",
+    "comm": "comm", "system": "system", "backend": "backend", "version": "version",
+}  # fmt: skip
+DISAGG_FIELDS = {
+    "ttft": "ttft_ms", "tpot": "tpot_ms", "request_latency": "request_latency_ms", "seq/s": "seq_per_s",
+    "seq/s/gpu": "seq_per_s_per_gpu", "request_rate": "request_rate", "tokens/s": "tokens_per_s",
+    "tokens/s/gpu": "tokens_per_s_per_gpu", "tokens/s/user": "tokens_per_s_per_user", "concurrency": "concurrency",
+    "num_total_gpus": "num_total_gpus", "isl": "isl", "osl": "osl", "prefix": "prefix",
+}  # fmt: skip
+for _p, _side in (("(p)", "prefill_"), ("(d)", "decode_")):
+    for _col, _field in (("seq/s/worker", "seq_per_s_per_worker"), ("memory", "memory_gib"), ("bs", "bs"),
+                         ("global_bs", "global_bs"), ("workers", "workers"), ("parallel", "parallel"), ("tp", "tp"),
+                         ("pp", "pp"), ("dp", "dp"), ("moe_tp", "moe_tp"), ("moe_ep", "moe_ep"), ("gemm", "gemm"),
+                         ("kvcache", "kvcache"), ("fmha", "fmha"), ("moe", "moe")):  # fmt: skip
+        DISAGG_FIELDS[_p + _col] = _side + _field
+    DISAGG_FIELDS[_p + "comm"] = "comm"
+    DISAGG_FIELDS[_p + "system"] = "system"
+    DISAGG_FIELDS[_p + "backend"] = "backend"
+    DISAGG_FIELDS[_p + "version"] = "version"
+
+
+def _meta(case: str) -> dict:
+    return json.loads((SEARCH / case / "meta.json").read_text())["args"]
+
+
+def _rows(case: str, mode: str) -> list:
+    return pq.read_table(SEARCH / case / f"{mode}.candidates.parquet").to_pylist()
+
+
+def _same(frame, got) -> bool:
+    """Equal after numpy's 3-decimal rounding of the estimate (ints as floats; NULL = None)."""
+    if frame is None or got is None:
+        return frame is None and got is None
+    if isinstance(frame, str) or isinstance(got, str):
+        return frame == got
+    if isinstance(frame, float) and math.isnan(frame):
+        return isinstance(got, float) and math.isnan(got)
+    v = numpy_round3(float(got)) if isinstance(got, float) else got
+    return float(frame) == float(v)
+
+
+def _in_scope(row: dict, mode: str) -> bool:
+    if mode == "agg":
+        return row["pp"] == 1 and (row.get("cp") or 1) == 1
+    return all(row[p + "pp"] == 1 and (row.get(p + "cp") or 1) == 1 for p in ("(p)", "(d)"))
+
+
+def _dp(row: dict, mode: str) -> int:
+    return row["dp"] if mode == "agg" else max(row["(p)dp"], row["(d)dp"])
+
+
+def _known_label_difference(col: str, frame, got, backend: str) -> bool:
+    """The decode FMHA label of the module doc (vllm, 'fp8' in the frame, 'bfloat16' here)."""
+    return col == "(d)fmha" and backend == "vllm" and frame == "fp8" and got == "bfloat16"
+
+
+def _reprice(case: str, mode: str):
+    """(rows re-priced, equal) per dp, and the first differences."""
+    meta = _meta(case)
+    db = f"{meta['system']}/{meta['backend']}/{meta['version']}"
+    fields = AGG_FIELDS if mode == "agg" else DISAGG_FIELDS
+    priced, equal, failures = Counter(), Counter(), []
+    for row in _rows(case, mode):
+        if not _in_scope(row, mode):
+            continue
+        if mode == "agg":
+            got = estimate_agg(meta["model"], db, row["parallel"], row["bs"], row["isl"], row["osl"], row["prefix"],
+                               row["ctx_tokens"], on_miss="error")  # fmt: skip
+        else:
+            got = estimate_disagg(meta["model"], db, row["(p)parallel"], row["(p)bs"], row["(p)workers"],
+                                  row["(d)parallel"], row["(d)bs"], row["(d)workers"], row["isl"], row["osl"],
+                                  row["prefix"], on_miss="error")  # fmt: skip
+        dp = _dp(row, mode)
+        priced[dp] += 1
+        bad = [f"{col}: spec {row[col]!r} python {got[f]!r}" for col, f in fields.items()
+               if not _same(row[col], got[f]) and not _known_label_difference(col, row[col], got[f], meta["backend"])]
+        if bad:
+            failures.append(f"{case} {mode} {row.get('parallel') or (row['(p)parallel'], row['(d)parallel'])} "
+                            f"bs {row.get('bs') or (row['(p)bs'], row['(d)bs'])}: " + "; ".join(bad))  # fmt: skip
+        else:
+            equal[dp] += 1
+    return priced, equal, failures
+
+
+def test_the_search_goldens_are_present():
+    if not SEARCH.is_dir():
+        pytest.skip(f"no search goldens at {SEARCH}")
+    assert CASES == ["llama31_8b_h200_vllm_4gpu", "qwen3_30b_a3b_gb200_sglang_8gpu", "qwen3_32b_fp8_h200_vllm_8gpu"]
+
+
+@needs_data
+@pytest.mark.parametrize("mode", ["agg", "disagg"])
+@pytest.mark.parametrize("case", CASES)
+def test_search_candidates_reprice_equal(case, mode):
+    priced, equal, failures = _reprice(case, mode)
+    print(f"\n{case} {mode}: re-priced per dp {dict(sorted(priced.items()))}, equal {dict(sorted(equal.items()))}")
+    assert not failures, f"{len(failures)} rows differ:\n" + "\n".join(failures[:20])
+    assert sum(priced.values()) > 0
+    rows = [r for r in _rows(case, mode) if _in_scope(r, mode)]
+    assert sum(priced.values()) == len(rows)
+
+
+# The candidate counts at pp = cp = 1 (the Rust path re-prices the same 2,984 rows).
+EXPECTED = {
+    ("llama31_8b_h200_vllm_4gpu", "agg"): {1: 341},
+    ("llama31_8b_h200_vllm_4gpu", "disagg"): {1: 24},
+    ("qwen3_30b_a3b_gb200_sglang_8gpu", "agg"): {1: 725, 2: 669, 4: 526, 8: 292},
+    ("qwen3_30b_a3b_gb200_sglang_8gpu", "disagg"): {1: 35},
+    ("qwen3_32b_fp8_h200_vllm_8gpu", "agg"): {1: 351},
+    ("qwen3_32b_fp8_h200_vllm_8gpu", "disagg"): {1: 21},
+}
+
+
+@needs_data
+def test_search_candidate_counts():
+    counts = {}
+    for case in CASES:
+        for mode in ("agg", "disagg"):
+            counts[(case, mode)] = dict(sorted(Counter(_dp(r, mode) for r in _rows(case, mode)
+                                                       if _in_scope(r, mode)).items()))  # fmt: skip
+    assert counts == EXPECTED
+    assert sum(sum(c.values()) for c in counts.values()) == 2984
+    assert sum(n for c in counts.values() for dp, n in c.items() if dp > 1) == 1487
