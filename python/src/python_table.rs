@@ -47,13 +47,13 @@ impl PythonTable {
         let name = &self.name;
         let Arguments { names, texts, arities } = self.arguments;
         if !arities.contains(&values.len()) {
+            // "5", "7 or 9", "7, 9 or 10"
             let counts: Vec<String> = arities.iter().map(|a| a.to_string()).collect();
-            return plan_err!(
-                "{name}({}) takes {} arguments, got {}",
-                names.join(", "),
-                counts.join(" or "),
-                values.len()
-            );
+            let counts = match counts.split_last() {
+                Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+                _ => counts.join(""),
+            };
+            return plan_err!("{name}({}) takes {counts} arguments, got {}", names.join(", "), values.len());
         }
         values
             .iter()

@@ -442,18 +442,6 @@ def test_serving_parity_sql_runs_as_users_run_it(mode):
             assert r["rust_reason"] and r["py_reason"] and r["rel_diff"] is None
 
 
-def _rust_has_attention_dp(ctx) -> bool:
-    """Whether the compiled Rust path prices attention dp > 1 (it refuses the label otherwise)."""
-    try:
-        ctx.sql("SELECT estimate_agg('Qwen/Qwen3-30B-A3B', 'gb200/sglang/0.5.14', 'tp1pp1dp2etp1ep2', 4, 1024, 128)"
-                ).collect()  # fmt: skip
-    except Exception as e:  # noqa: BLE001 -- the FFI error of an older Rust build
-        if "dp" in str(e):
-            return False
-        raise
-    return True
-
-
 @needs_data
 def test_serving_dp_scan_grid_runs_on_the_python_path():
     """The serving-dp grid (attention dp > 1, MOE models) with the Python path on both sides:
@@ -473,13 +461,11 @@ def test_serving_dp_scan_grid_runs_on_the_python_path():
 
 @needs_data
 def test_serving_dp_scan_against_the_rust_path(capsys):
-    """The serving-dp scan proper, once the compiled Rust path has attention dp."""
+    """The serving-dp scan proper: Rust and Python paths at attention dp 2 / 4."""
     from aicsql import parity
     from aicsql.parity.__main__ import main
 
     ctx = _sql_context()
-    if not _rust_has_attention_dp(ctx):
-        pytest.xfail("the compiled Rust path refuses attention dp > 1 (rebuild the extension with it)")
     report = parity.run(ctx, "serving-dp", limit=200, progress=False)
     counts = parity.status_counts(report)
     print("\nserving-dp scan, 200 + 200 points:", counts)
