@@ -6,6 +6,8 @@
 //! spec's rounding. A few thousand points beyond the serving goldens, from
 //! the sweeps users actually run.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::PathBuf;
@@ -15,21 +17,11 @@ use aicsql_tables::DataTree;
 use aicsql_tables::pymath::np_round;
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Float64Type};
+use common::{data_dir, goldens_dir};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-fn data_dir() -> PathBuf {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    var("AICSQL_DATA")
-        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("aicsql")))
-        .unwrap_or_else(|| var("HOME").unwrap_or_else(|| PathBuf::from(".")).join(".cache").join("aicsql"))
-}
-
 fn search_dir() -> PathBuf {
-    std::env::var_os("AICSQL_GOLDENS")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/goldens"))
-        .join("search")
+    goldens_dir().join("search")
 }
 
 /// A frame as rows of `column -> value` (numbers as f64, text as text).

@@ -4,6 +4,8 @@
 //! every field (both at the spec's 3 decimals), string fields equal, error
 //! points an error, and the KV-cache warning where the spec gives one.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::PathBuf;
@@ -11,22 +13,12 @@ use std::path::PathBuf;
 use aicsql_serving::{AggEstimate, AggQuery, DisaggEstimate, DisaggQuery, Parallel, Server, WorkerEstimate};
 use aicsql_tables::DataTree;
 use arrow::array::{Array, AsArray};
+use common::{data_dir, goldens_dir};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
-fn data_dir() -> PathBuf {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    var("AICSQL_DATA")
-        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("aicsql")))
-        .unwrap_or_else(|| var("HOME").unwrap_or_else(|| PathBuf::from(".")).join(".cache").join("aicsql"))
-}
-
 fn goldens_path() -> PathBuf {
-    std::env::var_os("AICSQL_GOLDENS")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/goldens"))
-        .join("serving_point_goldens.parquet")
+    goldens_dir().join("serving_point_goldens.parquet")
 }
 
 struct Point {
