@@ -14,7 +14,7 @@ use aicsql_tables::{Phase, Quants};
 
 use crate::error::ServingError;
 use crate::memory::{Memory, MemoryAt};
-use crate::parallel::Parallel;
+use crate::parallel::{Label, Parallel};
 use crate::server::Server;
 
 /// One aggregated deployment to price.
@@ -69,6 +69,13 @@ pub struct AggEstimate {
     pub genonly_step_ms: f64,
     /// The spec's KV-cache warning (TRT-LLM: the batch exceeds the KV budget).
     pub warning: Option<String>,
+}
+
+impl AggEstimate {
+    /// The spec's `parallel` value: the label with the resolved MoE widths.
+    pub fn label(&self) -> Label {
+        self.parallel.label(self.moe_tp, self.moe_ep)
+    }
 }
 
 impl Server<'_> {
@@ -127,8 +134,9 @@ impl Server<'_> {
         let mix_step_ms = self.mix_step(&p, ctx, mix_gen_tokens, isl, osl, prefix)?;
         let genonly_step_ms = self.genonly_step(&p, genonly_tokens, isl, osl)?;
 
-        let prefill_ms = mix_step_ms / 1.0;
-        let per_request = prefill_ms * (islf / ctxf).ceil() + self.backend.prefill_dispatch_ms(self.step.layers());
+        // TTFT undoes the mixed step's batching efficiency, 1.0 on every
+        // backend of the spec, so the prefill time is the mixed step's.
+        let per_request = mix_step_ms * (islf / ctxf).ceil() + self.backend.prefill_dispatch_ms(self.step.layers());
         let ttft = 0.0 + per_request * self.backend.ttft_queueing_factor(b, steps_to_finish_ctx);
         let tpot_steps = tpot_mix_steps + genonly_steps;
         let tpot = if tpot_steps > 0.0 {
@@ -176,7 +184,8 @@ impl Server<'_> {
             _ => None,
         };
 
-        let per_gpu = |v: f64| v / f64::from(p.pp) / f64::from(p.tp) / f64::from(p.dp) / 1.0;
+        // `/ pp / tp / dp / cp` in the spec's order (cp = 1).
+        let per_gpu = |v: f64| v / f64::from(p.pp) / f64::from(p.tp) / f64::from(p.dp);
         let quants = self.step.quants(Phase::Context, &shape)?;
         let estimate = AggEstimate {
             isl,

@@ -8,11 +8,11 @@
 //! the same places, so the numbers are equal, not merely close.
 
 use aicsql_tables::pymath::np_round;
-use aicsql_tables::{Phase, Quants};
+use aicsql_tables::{Phase, Quants, StepShape};
 
 use crate::error::ServingError;
 use crate::memory::{Memory, MemoryAt};
-use crate::parallel::Parallel;
+use crate::parallel::{Label, Parallel};
 use crate::server::Server;
 
 /// The spec's latency correction of prefill (context) and decode
@@ -59,6 +59,13 @@ pub struct WorkerEstimate {
     /// The unrounded breakdown behind `memory_gib`.
     pub memory: Memory,
     pub quants: Quants,
+}
+
+impl WorkerEstimate {
+    /// The spec's `(p)parallel` / `(d)parallel`: the label with the resolved MoE widths.
+    pub fn label(&self) -> Label {
+        self.parallel.label(self.moe_tp, self.moe_ep)
+    }
 }
 
 /// The spec's result dict of `cli_estimate(mode="disagg")`: every value at
@@ -154,50 +161,26 @@ impl Server<'_> {
     }
 
     /// The prefill worker: one static context pass of `prefill_batch`
-    /// requests, corrected by 1.1.
+    /// requests, corrected by 1.1; its memory at osl 1.
     fn prefill_row(&mut self, q: &DisaggQuery) -> Result<StaticRow, ServingError> {
-        let p = q.prefill;
-        let shape = Server::shape(&p, q.prefill_batch, q.isl, q.osl);
+        let shape = Server::shape(&q.prefill, q.prefill_batch, q.isl, q.osl);
         let sums = self.pass(Phase::Context, &shape, q.prefix)?;
-        let context_ms = sums.scaled_total(PREFILL_LATENCY_CORRECTION);
-        let ttft = context_ms;
-        let request_latency = ttft;
-        let global_bs = u64::from(q.prefill_batch) * u64::from(p.dp);
-        let seq_s =
-            if request_latency == 0.0 { 0.0 } else { global_bs as f64 / request_latency * 1000.0 * f64::from(p.pp) };
-        let moe = self.step.moe_parallel(&shape)?;
-        let memory = self.memory(
-            &shape,
-            &p,
-            moe.map_or(1, |(_, ep)| ep),
-            MemoryAt {
-                batch: f64::from(q.prefill_batch),
-                isl: f64::from(q.isl),
-                osl: 1.0,
-                num_tokens: 0.0,
-                prefix: f64::from(q.prefix),
-                max_seq_len: None,
-            },
-        )?;
-        let fits = memory.fits(self.mem_capacity()?);
-        let quants = self.step.quants(Phase::Context, &shape)?;
+        let ttft = sums.scaled_total(PREFILL_LATENCY_CORRECTION);
+        let at = MemoryAt {
+            batch: f64::from(q.prefill_batch),
+            isl: f64::from(q.isl),
+            osl: 1.0,
+            num_tokens: 0.0,
+            prefix: f64::from(q.prefix),
+            max_seq_len: None,
+        };
+        let (worker, fits) = self.worker(Phase::Context, &shape, q.prefill, q.prefill_workers, ttft, at)?;
         Ok(StaticRow {
             ttft: r3(ttft),
             tpot: 0.0,
-            seq_per_s: r3(seq_s),
+            seq_per_s: worker.seq_per_s_per_worker,
             tokens_per_s_per_user: 0.0,
-            worker: WorkerEstimate {
-                parallel: p,
-                moe_tp: moe.map(|(tp, _)| tp),
-                moe_ep: moe.map(|(_, ep)| ep),
-                bs: q.prefill_batch,
-                global_bs,
-                workers: q.prefill_workers,
-                seq_per_s_per_worker: r3(seq_s),
-                memory_gib: r3(memory.total),
-                memory,
-                quants,
-            },
+            worker,
             fits,
         })
     }
@@ -205,8 +188,7 @@ impl Server<'_> {
     /// The decode worker: one static generation pass of `decode_batch`
     /// requests over `osl - 1` tokens, corrected by 1.08.
     fn decode_row(&mut self, q: &DisaggQuery) -> Result<StaticRow, ServingError> {
-        let p = q.decode;
-        let shape = Server::shape(&p, q.decode_batch, q.isl, q.osl);
+        let shape = Server::shape(&q.decode, q.decode_batch, q.isl, q.osl);
         let sums = self.pass(Phase::Generation, &shape, 0)?;
         let generation_ms = sums.scaled_total(DECODE_LATENCY_CORRECTION);
         let generated = f64::from(q.osl - 1);
@@ -215,43 +197,56 @@ impl Server<'_> {
         if request_latency == 0.0 {
             request_latency = generation_ms;
         }
-        let global_bs = u64::from(q.decode_batch) * u64::from(p.dp);
-        let seq_s =
-            if request_latency == 0.0 { 0.0 } else { global_bs as f64 / request_latency * 1000.0 * f64::from(p.pp) };
-        let moe = self.step.moe_parallel(&shape)?;
-        let memory = self.memory(
-            &shape,
-            &p,
-            moe.map_or(1, |(_, ep)| ep),
-            MemoryAt {
-                batch: f64::from(q.decode_batch),
-                isl: f64::from(q.isl),
-                osl: f64::from(q.osl),
-                num_tokens: f64::from(q.decode_batch),
-                prefix: f64::from(q.prefix),
-                max_seq_len: None,
-            },
-        )?;
-        let fits = memory.fits(self.mem_capacity()?);
-        let quants = self.step.quants(Phase::Generation, &shape)?;
+        let at = MemoryAt {
+            batch: f64::from(q.decode_batch),
+            isl: f64::from(q.isl),
+            osl: f64::from(q.osl),
+            num_tokens: f64::from(q.decode_batch),
+            prefix: f64::from(q.prefix),
+            max_seq_len: None,
+        };
+        let (worker, fits) = self.worker(Phase::Generation, &shape, q.decode, q.decode_workers, request_latency, at)?;
         Ok(StaticRow {
             ttft: 0.0,
             tpot: r3(tpot),
-            seq_per_s: r3(seq_s),
+            seq_per_s: worker.seq_per_s_per_worker,
             tokens_per_s_per_user: r3(if tpot == 0.0 { 0.0 } else { 1000.0 / tpot }),
-            worker: WorkerEstimate {
-                parallel: p,
-                moe_tp: moe.map(|(tp, _)| tp),
-                moe_ep: moe.map(|(_, ep)| ep),
-                bs: q.decode_batch,
-                global_bs,
-                workers: q.decode_workers,
-                seq_per_s_per_worker: r3(seq_s),
-                memory_gib: r3(memory.total),
-                memory,
-                quants,
-            },
+            worker,
             fits,
         })
+    }
+
+    /// What a static worker's row reports besides its latencies: requests/s
+    /// (`global_bs / request_latency * 1000 * pp`), the memory at `at` and
+    /// whether it fits, the resolved MoE widths and quant modes.
+    fn worker(
+        &mut self,
+        phase: Phase,
+        shape: &StepShape,
+        p: Parallel,
+        workers: u32,
+        request_latency: f64,
+        at: MemoryAt,
+    ) -> Result<(WorkerEstimate, bool), ServingError> {
+        let global_bs = u64::from(shape.batch) * u64::from(p.dp);
+        let seq_s =
+            if request_latency == 0.0 { 0.0 } else { global_bs as f64 / request_latency * 1000.0 * f64::from(p.pp) };
+        let moe = self.step.moe_parallel(shape)?;
+        let memory = self.memory(shape, &p, moe.map_or(1, |(_, ep)| ep), at)?;
+        let fits = memory.fits(self.mem_capacity()?);
+        let quants = self.step.quants(phase, shape)?;
+        let worker = WorkerEstimate {
+            parallel: p,
+            moe_tp: moe.map(|(tp, _)| tp),
+            moe_ep: moe.map(|(_, ep)| ep),
+            bs: shape.batch,
+            global_bs,
+            workers,
+            seq_per_s_per_worker: r3(seq_s),
+            memory_gib: r3(memory.total),
+            memory,
+            quants,
+        };
+        Ok((worker, fits))
     }
 }

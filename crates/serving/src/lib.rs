@@ -17,5 +17,5 @@ pub use backend::Backend;
 pub use disagg::{DisaggEstimate, DisaggQuery, WorkerEstimate};
 pub use error::ServingError;
 pub use memory::Memory;
-pub use parallel::Parallel;
+pub use parallel::{Label, Parallel};
 pub use server::Server;

@@ -68,7 +68,8 @@ impl Memory {
         }
         let seq_tokens = at.max_seq_len.unwrap_or(at.isl + at.osl).max(0.0);
         let per_sequence = seq_tokens * m.kv_bytes_per_element as f64 * m.kv_elements_per_token as f64;
-        let kvcache = at.batch * per_sequence / 1.0;
+        // The spec divides by the CP KV divisor, always 1.
+        let kvcache = at.batch * per_sequence;
         Ok(Memory {
             total: (weights + activations + kvcache + nccl + others) / GIB,
             weights: weights / GIB,

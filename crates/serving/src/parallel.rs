@@ -84,8 +84,40 @@ fn field(
 /// The spec's label, `None` for unset MoE widths.
 impl fmt::Display for Parallel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let width = |v: Option<u32>| v.map_or_else(|| "None".to_string(), |v| v.to_string());
-        write!(f, "tp{}pp{}dp{}etp{}ep{}", self.tp, self.pp, self.dp, width(self.moe_tp), width(self.moe_ep))
+        self.label(self.moe_tp.map(i64::from), self.moe_ep.map(i64::from)).fmt(f)
+    }
+}
+
+impl Parallel {
+    /// The label with the MoE widths as the spec resolved them (what its
+    /// result dicts print: an inferred width filled in, `None` for dense).
+    pub fn label(&self, moe_tp: Option<i64>, moe_ep: Option<i64>) -> Label {
+        Label { tp: self.tp, pp: self.pp, dp: self.dp, moe_tp, moe_ep }
+    }
+}
+
+/// A parallel label to print: `tp8pp1dp1etp1ep8`, `etpNoneepNone` unset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Label {
+    tp: u32,
+    pp: u32,
+    dp: u32,
+    moe_tp: Option<i64>,
+    moe_ep: Option<i64>,
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tp{}pp{}dp{}etp", self.tp, self.pp, self.dp)?;
+        match self.moe_tp {
+            Some(v) => write!(f, "{v}")?,
+            None => f.write_str("None")?,
+        }
+        f.write_str("ep")?;
+        match self.moe_ep {
+            Some(v) => write!(f, "{v}"),
+            None => f.write_str("None"),
+        }
     }
 }
 

@@ -132,7 +132,7 @@ fn agg_fields(e: &AggEstimate, server: &Server) -> BTreeMap<&'static str, Field>
         ("moe_tp", opt(e.moe_tp)),
         ("moe_ep", opt(e.moe_ep)),
         ("cp", n(1)),
-        ("parallel", Field::Text(label(p, e.moe_tp, e.moe_ep))),
+        ("parallel", Field::Text(e.label().to_string())),
         ("gemm", Field::Text(e.quants.gemm.name().to_string())),
         ("kvcache", Field::Text(e.quants.kv.name().to_string())),
         ("fmha", Field::Text(e.quants.fmha.name().to_string())),
@@ -149,12 +149,6 @@ fn agg_fields(e: &AggEstimate, server: &Server) -> BTreeMap<&'static str, Field>
         ("version", Field::Text(server.version().to_string())),
         ("system", Field::Text(server.system().to_string())),
     ])
-}
-
-/// The label with the MoE widths the spec resolved.
-fn label(p: &Parallel, moe_tp: Option<i64>, moe_ep: Option<i64>) -> String {
-    let w = |v: Option<i64>| v.map_or_else(|| "None".to_string(), |v| v.to_string());
-    format!("tp{}pp{}dp{}etp{}ep{}", p.tp, p.pp, p.dp, w(moe_tp), w(moe_ep))
 }
 
 fn disagg_fields(e: &DisaggEstimate, server: &Server) -> BTreeMap<String, Field> {
@@ -204,7 +198,7 @@ fn disagg_fields(e: &DisaggEstimate, server: &Server) -> BTreeMap<String, Field>
         if side == "p" {
             put(&k("cp"), n(1));
         }
-        put(&k("parallel"), Field::Text(label(p, *moe_tp, *moe_ep)));
+        put(&k("parallel"), Field::Text(w.label().to_string()));
         put(&k("gemm"), Field::Text(quants.gemm.name().to_string()));
         put(&k("kvcache"), Field::Text(quants.kv.name().to_string()));
         put(&k("fmha"), Field::Text(quants.fmha.name().to_string()));

@@ -101,25 +101,16 @@ const FIELDS: &Schema = &[
     ("reason", Kind::Text),
 ];
 
-/// The spec's parallel label with the MoE widths it resolved, into `buf`.
-pub(crate) fn label<'b>(buf: &'b mut String, p: &aicsql_serving::Parallel, moe: (Option<i64>, Option<i64>)) -> &'b str {
+/// `label` written into `buf` (reused across rows: no allocation per row).
+pub(crate) fn write_label<'b>(buf: &'b mut String, label: aicsql_serving::Label) -> &'b str {
     buf.clear();
-    let _ = write!(buf, "tp{}pp{}dp{}etp", p.tp, p.pp, p.dp);
-    let width = |buf: &mut String, v: Option<i64>| match v {
-        Some(v) => {
-            let _ = write!(buf, "{v}");
-        }
-        None => buf.push_str("None"),
-    };
-    width(buf, moe.0);
-    buf.push_str("ep");
-    width(buf, moe.1);
+    let _ = write!(buf, "{label}");
     buf
 }
 
 fn push(out: &mut StructOut, e: &AggEstimate, server: &Server, buf: &mut String) -> Result<()> {
     let p = &e.parallel;
-    let parallel = label(buf, p, (e.moe_tp, e.moe_ep));
+    let parallel = write_label(buf, e.label());
     out.push(&[
         e.ttft_ms.into(),
         e.tpot_ms.into(),

@@ -15,7 +15,7 @@ use aicsql_tables::DataTree;
 
 use crate::config::{AicOptions, OnMiss};
 use crate::errors::serving_error;
-use crate::estimate_agg::label;
+use crate::estimate_agg::write_label;
 use crate::serving_args::{Arguments, Calls, Slot};
 use crate::step_models::ModelPool;
 use crate::struct_out::{Kind, Schema, StructOut, Value, struct_type};
@@ -163,8 +163,8 @@ fn side<'v>(w: &'v WorkerEstimate, label: &'v str) -> [Value<'v>; 15] {
 
 fn push(out: &mut StructOut, e: &DisaggEstimate, server: &Server, bufs: &mut [String; 2]) -> Result<()> {
     let [pbuf, dbuf] = bufs;
-    let plabel = label(pbuf, &e.prefill.parallel, (e.prefill.moe_tp, e.prefill.moe_ep));
-    let dlabel = label(dbuf, &e.decode.parallel, (e.decode.moe_tp, e.decode.moe_ep));
+    let plabel = write_label(pbuf, e.prefill.label());
+    let dlabel = write_label(dbuf, e.decode.label());
     let head: [Value; 14] = [
         e.ttft_ms.into(),
         e.tpot_ms.into(),

@@ -1,5 +1,7 @@
 //! Where the serving tests find the published data and the goldens.
 
+#![allow(dead_code)] // each test binary uses a part
+
 use std::path::PathBuf;
 
 /// The data cache the fetch step fills: `$AICSQL_DATA`, else

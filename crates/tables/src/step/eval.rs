@@ -527,17 +527,7 @@ impl<'a> Tables<'a> {
             return Ok(OpValue::formula(0.0));
         }
         if self.sol.gpus_per_node() == 72 && tp > 4 {
-            let lookup = Lookup::Nccl { g: tp, op: "all_reduce", size };
-            let table = self.nccl_table().map_err(|e| load_failure(e, at.name, lookup))?;
-            let (latency, path) = table
-                .query("half", Num::Int(2), tp, "all_reduce", size)
-                .map_err(|m| kernel_miss(m, at.name, lookup))?;
-            return Ok(OpValue {
-                per_app: latency,
-                lookup: Some(lookup),
-                path: Some(Path::Grid(path)),
-                source: "silicon",
-            });
+            return self.nccl(tp, "all_reduce", size, at);
         }
         let lookup = Lookup::CustomAllReduce { tp, size };
         let table = self.allreduce_table().map_err(|e| load_failure(e, at.name, lookup))?;

@@ -98,9 +98,9 @@ struct Prepared {
     /// (GPT-OSS's and HYBRIDMOE's attention ops) share one, at the position
     /// of the first (docs/spec 9.1-9.3; families_hybrid_vl_databases.md 1.7).
     slots: Vec<usize>,
-    names: usize,
-    /// The per-name entries' op names (without the phase), in order.
-    name_list: Vec<&'static str>,
+    /// The per-name entries' op names (without the phase), in order: one
+    /// share per step's `PhaseSums`, not a copy.
+    names: Arc<[&'static str]>,
 }
 
 impl Prepared {
@@ -117,7 +117,7 @@ impl Prepared {
                 }
             })
             .collect();
-        Prepared { key, quants, ops, subs, slots, names: first.len(), name_list: first }
+        Prepared { key, quants, ops, subs, slots, names: first.into() }
     }
 }
 
@@ -364,13 +364,13 @@ fn quant_label(op: &Op) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PhaseSums {
     pub phase: Phase,
-    names: Vec<&'static str>,
+    names: Arc<[&'static str]>,
     values: Vec<f64>,
 }
 
 impl PhaseSums {
     fn new(phase: Phase, prep: &Prepared, acc: &[f64; MAX_OPS]) -> PhaseSums {
-        PhaseSums { phase, names: prep.name_list.clone(), values: acc[..prep.names].to_vec() }
+        PhaseSums { phase, names: Arc::clone(&prep.names), values: acc[..prep.names.len()].to_vec() }
     }
 
     /// `(name without the phase prefix, sum)` in the dict's order.
@@ -426,7 +426,7 @@ fn run<S: Sink>(
     sink: &mut S,
 ) -> Result<(f64, f64), StepError> {
     let acc = phase_sums(phase, q, cached, prep, tables, sink)?;
-    let latency = acc[..prep.names].iter().fold(0.0, |sum, v| sum + v);
+    let latency = acc[..prep.names.len()].iter().fold(0.0, |sum, v| sum + v);
     match phase {
         Phase::Context => Ok((latency, latency)),
         Phase::Generation => {
@@ -511,7 +511,7 @@ fn phase_sums<S: Sink>(
                         sink.push(r);
                     }
                 }
-                for (slot, value) in step[..prep.names].iter().enumerate() {
+                for (slot, value) in step[..prep.names.len()].iter().enumerate() {
                     acc[slot] += value * f64::from(repeat);
                 }
                 if S::ROWS {
