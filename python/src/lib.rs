@@ -107,7 +107,7 @@ impl Library {
             ),
             aicsql_udfs::engine_step::NAME => (
                 aicsql_udfs::EngineStep::schema(),
-                Arguments { names: &aicsql_udfs::step_args::ARGS, texts: 3, arities: &[7, 9, 10] },
+                Arguments { names: &aicsql_udfs::step_args::ARGS, texts: 3, arities: &aicsql_udfs::step_args::ARITIES },
             ),
             other => return Err(PyValueError::new_err(format!("no Rust table function named '{other}'"))),
         };

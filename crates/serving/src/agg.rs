@@ -104,7 +104,6 @@ impl Server<'_> {
     }
 
     fn agg_unchecked(&mut self, q: &AggQuery) -> Result<(AggEstimate, bool), ServingError> {
-        self.check_parallel(&q.parallel)?;
         let p = q.parallel;
         let (b, isl, osl, prefix) = (q.batch, q.isl, q.osl, q.prefix);
         let ctx = q.ctx_tokens.unwrap_or(isl);
@@ -184,8 +183,8 @@ impl Server<'_> {
             _ => None,
         };
 
-        // `/ pp / tp / dp / cp` in the spec's order (cp = 1).
-        let per_gpu = |v: f64| v / f64::from(p.pp) / f64::from(p.tp) / f64::from(p.dp);
+        // `/ pp / tp / dp / cp` in the spec's order.
+        let per_gpu = |v: f64| v / f64::from(p.pp) / f64::from(p.tp) / f64::from(p.dp) / f64::from(p.cp);
         let quants = self.step.quants(Phase::Context, &shape)?;
         let estimate = AggEstimate {
             isl,

@@ -115,8 +115,6 @@ impl Server<'_> {
                 return Err(ServingError::input(format!("{name} must be at least 1")));
             }
         }
-        self.check_parallel(&q.prefill)?;
-        self.check_parallel(&q.decode)?;
         let prefill = self.prefill_row(q)?;
         let decode = self.decode_row(q)?;
         if !prefill.fits || !decode.fits {
@@ -130,7 +128,13 @@ impl Server<'_> {
         let prefill_rate = prefill.seq_per_s * pw * PREFILL_DEGRADATION;
         let decode_rate = decode.seq_per_s * dw * DECODE_DEGRADATION;
         let seq_s = if decode_rate < prefill_rate { decode_rate } else { prefill_rate };
-        let gpus = q.prefill.gpus() * u64::from(q.prefill_workers) + q.decode.gpus() * u64::from(q.decode_workers);
+        // The spec's disagg summary counts a worker's GPUs as `pp * tp * dp`:
+        // a context-parallel prefill worker's cp ranks are not counted here
+        // (its `num_total_gpus` in the worker frame, and the search's rate
+        // matching, do count them).
+        let summary_gpus = |p: &Parallel| u64::from(p.pp) * u64::from(p.tp) * u64::from(p.dp);
+        let gpus = summary_gpus(&q.prefill) * u64::from(q.prefill_workers)
+            + summary_gpus(&q.decode) * u64::from(q.decode_workers);
         let per_gpu = |v: f64| if gpus > 0 { v / gpus as f64 } else { 0.0 };
         let osl = f64::from(q.osl);
         let tokens_s = seq_s * osl;

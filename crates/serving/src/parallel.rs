@@ -1,7 +1,8 @@
 //! A worker's parallelism, and the spec's label for it.
 //!
 //! Search frames print a worker as `tp8pp1dp1etp1ep8` (dense models whose
-//! MoE widths were never set print `etpNoneepNone`); any such label, or a
+//! MoE widths were never set print `etpNoneepNone`; a context-parallel
+//! worker ends in `cp2`); any such label, or a
 //! bare tensor-parallel degree, names the same deployment here, so a row of
 //! a search can be priced again.
 
@@ -9,7 +10,7 @@ use std::fmt;
 
 use crate::error::ServingError;
 
-/// Tensor, pipeline and attention-data parallelism plus the MoE widths
+/// Tensor, pipeline, attention-data and context parallelism plus the MoE widths
 /// (`None` where the spec leaves them unset: a dense model, or one of the
 /// two to be inferred from `tp * dp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,19 +18,22 @@ pub struct Parallel {
     pub tp: u32,
     pub pp: u32,
     pub dp: u32,
+    /// Context parallelism: a prefill's tokens split over `cp` ranks
+    /// (SGLang; decode steps are not split).
+    pub cp: u32,
     pub moe_tp: Option<u32>,
     pub moe_ep: Option<u32>,
 }
 
 impl Parallel {
-    /// `tp` GPUs, no pipeline or attention data parallelism.
+    /// `tp` GPUs, no pipeline, attention data or context parallelism.
     pub fn tensor(tp: u32, moe_tp: Option<u32>, moe_ep: Option<u32>) -> Parallel {
-        Parallel { tp, pp: 1, dp: 1, moe_tp, moe_ep }
+        Parallel { tp, pp: 1, dp: 1, cp: 1, moe_tp, moe_ep }
     }
 
     /// Parses the spec's label: `tp`, `pp`, `dp`, `etp`, `ep` in that order,
     /// each a positive integer (`None` allowed for `etp` / `ep`), and an
-    /// optional trailing `cp1`.
+    /// optional trailing `cpN` (the spec prints it when N > 1).
     pub fn parse(label: &str) -> Result<Parallel, ServingError> {
         let bad = |why: &str| {
             ServingError::input(format!(
@@ -42,20 +46,16 @@ impl Parallel {
         let dp = field(&mut rest, "dp", false, bad)?.unwrap_or(1);
         let moe_tp = field(&mut rest, "etp", true, bad)?;
         let moe_ep = field(&mut rest, "ep", true, bad)?;
+        let cp = if rest.is_empty() { 1 } else { field(&mut rest, "cp", false, bad)?.unwrap_or(1) };
         if !rest.is_empty() {
-            if field(&mut rest, "cp", false, bad)? != Some(1) {
-                return Err(bad("context parallelism (cp > 1) is not priced by the serving layer"));
-            }
-            if !rest.is_empty() {
-                return Err(bad(&format!("unexpected '{rest}'")));
-            }
+            return Err(bad(&format!("unexpected '{rest}'")));
         }
-        Ok(Parallel { tp, pp, dp, moe_tp, moe_ep })
+        Ok(Parallel { tp, pp, dp, cp, moe_tp, moe_ep })
     }
 
-    /// GPUs of one worker: `tp * pp * dp`.
+    /// GPUs of one worker: `tp * pp * dp * cp`.
     pub fn gpus(&self) -> u64 {
-        u64::from(self.tp) * u64::from(self.pp) * u64::from(self.dp)
+        u64::from(self.tp) * u64::from(self.pp) * u64::from(self.dp) * u64::from(self.cp)
     }
 }
 
@@ -92,16 +92,18 @@ impl Parallel {
     /// The label with the MoE widths as the spec resolved them (what its
     /// result dicts print: an inferred width filled in, `None` for dense).
     pub fn label(&self, moe_tp: Option<i64>, moe_ep: Option<i64>) -> Label {
-        Label { tp: self.tp, pp: self.pp, dp: self.dp, moe_tp, moe_ep }
+        Label { tp: self.tp, pp: self.pp, dp: self.dp, cp: self.cp, moe_tp, moe_ep }
     }
 }
 
-/// A parallel label to print: `tp8pp1dp1etp1ep8`, `etpNoneepNone` unset.
+/// A parallel label to print: `tp8pp1dp1etp1ep8`, `etpNoneepNone` unset,
+/// `cpN` appended when N > 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Label {
     tp: u32,
     pp: u32,
     dp: u32,
+    cp: u32,
     moe_tp: Option<i64>,
     moe_ep: Option<i64>,
 }
@@ -115,9 +117,13 @@ impl fmt::Display for Label {
         }
         f.write_str("ep")?;
         match self.moe_ep {
-            Some(v) => write!(f, "{v}"),
-            None => f.write_str("None"),
+            Some(v) => write!(f, "{v}")?,
+            None => f.write_str("None")?,
         }
+        if self.cp > 1 {
+            write!(f, "cp{}", self.cp)?;
+        }
+        Ok(())
     }
 }
 
@@ -127,12 +133,19 @@ mod tests {
 
     #[test]
     fn labels_round_trip() {
-        for label in ["tp8pp1dp1etp1ep8", "tp4pp1dp1etpNoneepNone", "tp1pp2dp4etp2ep4", "tp2pp1dp1etpNoneep2"] {
+        for label in [
+            "tp8pp1dp1etp1ep8",
+            "tp4pp1dp1etpNoneepNone",
+            "tp1pp2dp4etp2ep4",
+            "tp2pp1dp1etpNoneep2",
+            "tp1pp1dp1etp1ep4cp4",
+        ] {
             let Ok(p) = Parallel::parse(label) else { panic!("{label} did not parse") };
             assert_eq!(p.to_string(), label);
         }
         let Ok(p) = Parallel::parse("tp8pp1dp1etp1ep8cp1") else { panic!("cp1") };
-        assert_eq!(p, Parallel { tp: 8, pp: 1, dp: 1, moe_tp: Some(1), moe_ep: Some(8) });
+        assert_eq!(p, Parallel { tp: 8, pp: 1, dp: 1, cp: 1, moe_tp: Some(1), moe_ep: Some(8) });
+        assert_eq!(p.to_string(), "tp8pp1dp1etp1ep8");
     }
 
     #[test]
@@ -141,7 +154,7 @@ mod tests {
             ("tp8", "'pp' expected"),
             ("tp0pp1dp1etp1ep1", "'tp' must be at least 1"),
             ("pp1tp8dp1etp1ep8", "'tp' expected"),
-            ("tp8pp1dp1etp1ep8cp2", "cp > 1"),
+            ("tp8pp1dp1etp1ep8cp0", "'cp' must be at least 1"),
             ("tp8pp1dp1etp1ep8x", "'cp' expected"),
             ("tpNonepp1dp1etp1ep1", "'tp' needs a positive integer"),
         ] {

@@ -30,7 +30,9 @@ pub struct Server<'a> {
 struct PassKey {
     phase: Phase,
     tp: u32,
+    pp: u32,
     dp: u32,
+    cp: u32,
     batch: u32,
     isl: u32,
     osl: u32,
@@ -123,7 +125,9 @@ impl<'a> Server<'a> {
     pub(crate) fn shape(parallel: &Parallel, batch: u32, isl: u32, osl: u32) -> StepShape {
         StepShape {
             tp: parallel.tp,
+            pp: parallel.pp,
             dp: parallel.dp,
+            cp: parallel.cp,
             batch,
             isl,
             osl,
@@ -143,7 +147,9 @@ impl<'a> Server<'a> {
         let key = PassKey {
             phase,
             tp: shape.tp,
+            pp: shape.pp,
             dp: shape.dp,
+            cp: shape.cp,
             batch: shape.batch,
             isl: shape.isl,
             osl: shape.osl,
@@ -163,17 +169,6 @@ impl<'a> Server<'a> {
         }
         self.passes.insert(key, Arc::clone(&sums));
         Ok(sums)
-    }
-
-    /// The serving layer prices workers of `tp * dp` GPUs; pipeline
-    /// parallelism is refused by name until the step has it.
-    pub(crate) fn check_parallel(&self, parallel: &Parallel) -> Result<(), ServingError> {
-        if parallel.pp != 1 {
-            return Err(ServingError::input(format!(
-                "parallel {parallel}: pipeline parallelism (pp > 1) is not priced yet; the engine step covers pp = 1"
-            )));
-        }
-        Ok(())
     }
 
     /// The memory model of one GPU of a worker at `parallel` (`shape` picks

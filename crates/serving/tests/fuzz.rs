@@ -45,20 +45,25 @@ const CASES: &[(&str, &str, &str, &str, bool)] = &[
 ];
 
 fn parallel(rng: &mut Rng, moe: bool) -> Parallel {
-    let tp = rng.pick(&[1, 1, 2, 4, 8, 8, 3, 0, 16]);
-    let dp = rng.pick(&[1, 1, 1, 1, 2, 4, 0]);
-    let pp = rng.pick(&[1, 1, 1, 1, 1, 1, 1, 2]);
+    let mut tp = rng.pick(&[1, 1, 2, 4, 8, 8, 3, 0, 16]);
+    let mut dp = rng.pick(&[1, 1, 1, 1, 2, 4, 0]);
+    let pp = rng.pick(&[1, 1, 1, 1, 1, 2, 4, 2]);
+    let cp = rng.pick(&[1, 1, 1, 1, 1, 2, 4, 0]);
+    // Context parallelism is priced at tp = dp = 1 (sglang): mostly draw that.
+    if cp > 1 && rng.below(4) != 0 {
+        (tp, dp) = (1, 1);
+    }
     let (moe_tp, moe_ep) = if moe {
         match rng.below(4) {
             0 => (Some(1), None),
-            1 => (None, Some(tp * dp)),
+            1 => (None, Some(tp * dp * cp)),
             2 => (Some(rng.pick(&[1, 2, 4])), Some(rng.pick(&[1, 2, 4, 8]))),
             _ => (None, None),
         }
     } else {
         (None, None)
     };
-    Parallel { tp, pp, dp, moe_tp, moe_ep }
+    Parallel { tp, pp, dp, cp, moe_tp, moe_ep }
 }
 
 /// A refusal must be one of the classes a caller can act on.
@@ -98,6 +103,7 @@ fn random_deployments_never_panic_and_stay_consistent() {
                     assert!((sum - e.memory.total).abs() <= 1e-9 * e.memory.total, "{what}: memory parts {sum}");
                     assert!(e.tokens_per_s_per_gpu.is_finite() && e.tokens_per_s_per_gpu >= 0.0, "{what}");
                     assert_eq!(e.concurrency, u64::from(batch) * u64::from(p.dp) * u64::from(p.pp), "{what}");
+                    assert_eq!(e.num_total_gpus, p.gpus(), "{what}");
                 }
                 Err(e) => {
                     refused += 1;

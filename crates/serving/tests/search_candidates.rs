@@ -1,6 +1,7 @@
 //! The spec's own search results priced again: every agg and disagg
 //! candidate of `tests/goldens/search/<case>/` (the frames `cli default`
-//! returned, at the spec's 3 decimals) at pp = dp = 1 is re-priced with
+//! returned, at the spec's 3 decimals), attention dp and context
+//! parallelism included, is re-priced with
 //! `estimate_agg` / `estimate_disagg` at the row's own parallel label, batch,
 //! ctx_tokens and workers, and must equal the row on every value after the
 //! spec's rounding. A few thousand points beyond the serving goldens, from
@@ -99,7 +100,7 @@ fn every_single_worker_search_candidate() {
         .collect();
     cases.sort();
     assert!(cases.len() >= 3, "expected the search goldens, found {cases:?}");
-    let (mut checked, mut skipped, mut failures) = (0usize, 0usize, Vec::new());
+    let (mut checked, mut failures) = (0usize, Vec::new());
     for case in &cases {
         let meta: serde_json::Value =
             serde_json::from_reader(File::open(case.join("meta.json")).expect("meta.json")).expect("meta.json is JSON");
@@ -109,19 +110,10 @@ fn every_single_worker_search_candidate() {
         let mut server = Server::new(&tree, &model, &system, &backend, &version, true)
             .unwrap_or_else(|e| panic!("{model} on {system}/{backend}/{version}: {e}"));
         let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let (mut case_checked, mut case_skipped) = (0, 0);
+        let mut case_checked = 0;
         for row in frame(&case.join("agg.candidates.parquet")) {
-            // cp > 1 (context parallelism, which the spec sweeps on sglang) is refused by the parser.
-            let parsed = Parallel::parse(text(&row, "parallel"));
-            let Ok(parallel) = parsed else {
-                assert!(num(&row, "cp") > 1.0, "label {:?} does not parse", row.get("parallel"));
-                case_skipped += 1;
-                continue;
-            };
-            if parallel.pp != 1 {
-                case_skipped += 1;
-                continue;
-            }
+            let parallel = Parallel::parse(text(&row, "parallel"))
+                .unwrap_or_else(|e| panic!("label {:?} does not parse: {e}", row.get("parallel")));
             let q = AggQuery {
                 parallel,
                 batch: int(&row, "bs"),
@@ -157,25 +149,28 @@ fn every_single_worker_search_candidate() {
                 ("concurrency", e.concurrency as f64),
                 ("global_bs", e.global_bs as f64),
                 ("num_total_gpus", e.num_total_gpus as f64),
+                ("cp", f64::from(e.parallel.cp)),
             ] {
                 let spec = num(&row, column);
                 if r3(ours).to_bits() != spec.to_bits() {
                     failures.push(format!("{id} {column}: spec {spec:?}, ours {ours:?} (rounded {:?})", r3(ours)));
                 }
             }
+            // The search sets a dense model's MoE widths to 1 and prints them.
+            let given = |v: Option<u32>| v.map(i64::from);
+            let label =
+                e.parallel.label(e.moe_tp.or(given(parallel.moe_tp)), e.moe_ep.or(given(parallel.moe_ep))).to_string();
+            if label != text(&row, "parallel") {
+                failures.push(format!("{id} parallel: spec {:?}, ours {label:?}", text(&row, "parallel")));
+            }
             case_checked += 1;
         }
         for row in frame(&case.join("disagg.candidates.parquet")) {
-            let side = |s: &str| Parallel::parse(text(&row, &format!("({s})parallel")));
-            let (Ok(prefill), Ok(decode)) = (side("p"), side("d")) else {
-                assert!(num(&row, "(p)cp") > 1.0, "labels of {row:?} do not parse");
-                case_skipped += 1;
-                continue;
+            let side = |s: &str| {
+                let label = text(&row, &format!("({s})parallel"));
+                Parallel::parse(label).unwrap_or_else(|e| panic!("label {label:?} does not parse: {e}"))
             };
-            if prefill.pp != 1 || decode.pp != 1 {
-                case_skipped += 1;
-                continue;
-            }
+            let (prefill, decode) = (side("p"), side("d"));
             let q = DisaggQuery {
                 prefill,
                 prefill_batch: int(&row, "(p)bs"),
@@ -214,6 +209,7 @@ fn every_single_worker_search_candidate() {
                 ("(d)memory", e.decode.memory_gib),
                 ("concurrency", e.concurrency as f64),
                 ("num_total_gpus", e.num_total_gpus as f64),
+                ("(p)cp", f64::from(e.prefill.parallel.cp)),
             ] {
                 let spec = num(&row, column);
                 if ours.to_bits() != spec.to_bits() {
@@ -222,11 +218,10 @@ fn every_single_worker_search_candidate() {
             }
             case_checked += 1;
         }
-        println!("{name}: {case_checked} candidates re-priced, {case_skipped} at dp, pp or cp > 1 skipped");
+        println!("{name}: {case_checked} candidates re-priced");
         checked += case_checked;
-        skipped += case_skipped;
     }
-    println!("{checked} candidates re-priced equal or listed below, {skipped} skipped (dp / pp / cp > 1)");
+    println!("{checked} candidates re-priced equal or listed below");
     for f in failures.iter().take(4000) {
         println!("FAIL {f}");
     }

@@ -21,6 +21,7 @@ pub struct OpSol {
     intra_node_bw: Num,
     inter_node_bw: Num,
     inter_rack_bw: Option<Num>,
+    p2p_latency: Num,
 }
 
 fn positive(value: Num) -> bool {
@@ -76,6 +77,7 @@ impl OpSol {
             intra_node_bw: spec.intra_node_bw,
             inter_node_bw: spec.inter_node_bw,
             inter_rack_bw: spec.inter_rack_bw,
+            p2p_latency: spec.p2p_latency,
         })
     }
 
@@ -104,6 +106,12 @@ impl OpSol {
     /// and scale-matrix (3) kernels (families_mla_gptoss_fp8static.md 7.4).
     pub fn scale_memory(&self, factor: i64, m: i64, k: i64) -> f64 {
         div(Num::Int(i128::from(factor) * i128::from(m) * i128::from(k)), self.mem_bw) * 1000.0
+    }
+
+    /// A pipeline hand-off of `bytes` (no table: the spec's formula in
+    /// every database mode): `(bytes / inter_node_bw + p2p_latency) * 1000`.
+    pub fn p2p(&self, bytes: i64) -> f64 {
+        (div(Num::Int(i128::from(bytes)), self.inter_node_bw) + self.p2p_latency.as_f64()) * 1000.0
     }
 
     pub fn mem_op(&self, bytes: i64) -> f64 {

@@ -1,4 +1,4 @@
-//! `engine_step(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp]])`:
+//! `engine_step(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])`:
 //! one row per op of the step (for generation, per op and sampled decode
 //! step, plus each sample's total), then the step's total row.
 
@@ -18,7 +18,7 @@ use crate::config::{AicOptions, OnMiss};
 use crate::database::resolve;
 use crate::errors::step_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
-use crate::step_args::{ARGS, phase, shape};
+use crate::step_args::{ARGS, ARITIES, ARITIES_TEXT, phase, shape};
 
 pub const NAME: &str = "engine_step";
 
@@ -43,8 +43,8 @@ impl EngineStep {
 impl TableFunctionImpl for EngineStep {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let exprs = args.exprs();
-        if !matches!(exprs.len(), 7 | 9 | 10) {
-            return plan_err!("{NAME}({}) takes 7, 9 or 10 arguments, got {}", ARGS.join(", "), exprs.len());
+        if !ARITIES.contains(&exprs.len()) {
+            return plan_err!("{NAME}({}) takes {ARITIES_TEXT} arguments, got {}", ARGS.join(", "), exprs.len());
         }
         let session = args.session();
         let values: Vec<ScalarValue> =
@@ -71,7 +71,7 @@ impl TableFunctionImpl for EngineStep {
         };
         let phase = phase(NAME, &phase_name)?;
         let arg = |i: usize| ints.get(i).copied().flatten();
-        let shape = shape(NAME, [tp, batch, isl, osl], [arg(4), arg(5)], arg(6))?;
+        let shape = shape(NAME, [tp, batch, isl, osl], [arg(4), arg(5)], [arg(6), arg(7), arg(8)])?;
         let database = resolve(NAME, &self.tree, &db, &options)?;
         let db_name = database.name();
         let report = StepModel::new(

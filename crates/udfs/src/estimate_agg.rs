@@ -145,7 +145,7 @@ fn push(out: &mut StructOut, e: &AggEstimate, server: &Server, buf: &mut String)
         p.dp.into(),
         e.moe_tp.into(),
         e.moe_ep.into(),
-        1i64.into(),
+        p.cp.into(),
         e.quants.gemm.name().into(),
         e.quants.kv.name().into(),
         e.quants.fmha.name().into(),

@@ -80,6 +80,7 @@ const FIELDS: &Schema = &[
     ("prefill_tp", Kind::I64),
     ("prefill_pp", Kind::I64),
     ("prefill_dp", Kind::I64),
+    ("prefill_cp", Kind::I64),
     ("prefill_moe_tp", Kind::I64),
     ("prefill_moe_ep", Kind::I64),
     ("prefill_bs", Kind::I64),
@@ -95,6 +96,7 @@ const FIELDS: &Schema = &[
     ("decode_tp", Kind::I64),
     ("decode_pp", Kind::I64),
     ("decode_dp", Kind::I64),
+    ("decode_cp", Kind::I64),
     ("decode_moe_tp", Kind::I64),
     ("decode_moe_ep", Kind::I64),
     ("decode_bs", Kind::I64),
@@ -141,12 +143,13 @@ fn query<'a>(calls: &Calls<'a>, row: usize) -> Result<Option<(&'a str, &'a str, 
     )))
 }
 
-fn side<'v>(w: &'v WorkerEstimate, label: &'v str) -> [Value<'v>; 15] {
+fn side<'v>(w: &'v WorkerEstimate, label: &'v str) -> [Value<'v>; 16] {
     [
         label.into(),
         w.parallel.tp.into(),
         w.parallel.pp.into(),
         w.parallel.dp.into(),
+        w.parallel.cp.into(),
         w.moe_tp.into(),
         w.moe_ep.into(),
         w.bs.into(),
@@ -183,11 +186,11 @@ fn push(out: &mut StructOut, e: &DisaggEstimate, server: &Server, bufs: &mut [St
     ];
     let tail: [Value; 5] =
         ["half".into(), server.system().into(), server.backend().name().into(), server.version().into(), Value::Null];
-    let mut row = [Value::Null; 49];
+    let mut row = [Value::Null; 51];
     row[..14].copy_from_slice(&head);
-    row[14..29].copy_from_slice(&side(&e.prefill, plabel));
-    row[29..44].copy_from_slice(&side(&e.decode, dlabel));
-    row[44..].copy_from_slice(&tail);
+    row[14..30].copy_from_slice(&side(&e.prefill, plabel));
+    row[30..46].copy_from_slice(&side(&e.decode, dlabel));
+    row[46..].copy_from_slice(&tail);
     out.push(&row)
 }
 

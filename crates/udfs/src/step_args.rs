@@ -1,4 +1,4 @@
-//! What the step functions share: the 7-, 9- and 10-argument signature, reading
+//! What the step functions share: the 7- to 12-argument signature, reading
 //! one config from argument values, and (scalar ones) reading a batch's
 //! calls row by row.
 
@@ -11,9 +11,16 @@ use aicsql_tables::step::{Phase, StepShape};
 
 use crate::args::{Int, Text, coerce};
 
-/// Argument names in order; the last three are optional (`dp` only after
-/// the MoE widths).
-pub const ARGS: [&str; 10] = ["model", "db", "phase", "tp", "batch", "isl", "osl", "moe_tp", "moe_ep", "dp"];
+/// Argument names in order; the last five are optional (the MoE widths
+/// together, then `dp`, `pp` and `cp`, each only after the one before).
+pub const ARGS: [&str; 12] =
+    ["model", "db", "phase", "tp", "batch", "isl", "osl", "moe_tp", "moe_ep", "dp", "pp", "cp"];
+
+/// The argument counts the step functions take.
+pub const ARITIES: [usize; 5] = [7, 9, 10, 11, 12];
+
+/// `ARITIES` as an error message says them.
+pub const ARITIES_TEXT: &str = "7, 9, 10, 11 or 12";
 const TEXTS: usize = 3;
 
 pub fn step_signature() -> Signature {
@@ -22,15 +29,15 @@ pub fn step_signature() -> Signature {
         types.extend(std::iter::repeat_n(DataType::Int64, ints));
         TypeSignature::Exact(types)
     };
-    Signature::one_of(vec![exact(4), exact(6), exact(7), TypeSignature::UserDefined], Volatility::Stable)
+    let mut signatures: Vec<TypeSignature> = ARITIES.iter().map(|n| exact(n - TEXTS)).collect();
+    signatures.push(TypeSignature::UserDefined);
+    Signature::one_of(signatures, Volatility::Stable)
 }
 
 pub fn coerce_step(function: &str, arg_types: &[DataType]) -> Result<Vec<DataType>> {
     match arg_types.len() {
-        7 => coerce(function, arg_types, TEXTS, 4),
-        9 => coerce(function, arg_types, TEXTS, 6),
-        10 => coerce(function, arg_types, TEXTS, 7),
-        n => plan_err!("{function}({}) takes 7, 9 or 10 arguments, got {n}", ARGS.join(", ")),
+        n if ARITIES.contains(&n) => coerce(function, arg_types, TEXTS, n - TEXTS),
+        n => plan_err!("{function}({}) takes {ARITIES_TEXT} arguments, got {n}", ARGS.join(", ")),
     }
 }
 
@@ -45,9 +52,9 @@ pub fn phase(function: &str, value: &str) -> Result<Phase> {
 }
 
 /// The shape of one step from BIGINT arguments (`moe_tp` / `moe_ep` may be
-/// NULL: inferred from tp * dp, or ignored by a dense model; a NULL or
-/// absent `dp` is 1).
-pub fn shape(function: &str, ints: [i64; 4], moe: [Option<i64>; 2], dp: Option<i64>) -> Result<StepShape> {
+/// NULL: inferred from tp * dp * cp, or ignored by a dense model; a NULL or
+/// absent `dp`, `pp` or `cp` is 1).
+pub fn shape(function: &str, ints: [i64; 4], moe: [Option<i64>; 2], dp_pp_cp: [Option<i64>; 3]) -> Result<StepShape> {
     let narrow = |position: usize, value: i64| {
         u32::try_from(value).map_err(|_| {
             DataFusionError::Execution(format!(
@@ -58,9 +65,13 @@ pub fn shape(function: &str, ints: [i64; 4], moe: [Option<i64>; 2], dp: Option<i
         })
     };
     let [tp, batch, isl, osl] = ints;
+    let [dp, pp, cp] = dp_pp_cp;
+    let degree = |position: usize, v: Option<i64>| v.map(|v| narrow(position, v)).transpose().map(|v| v.unwrap_or(1));
     Ok(StepShape {
         tp: narrow(3, tp)?,
-        dp: dp.map(|v| narrow(9, v)).transpose()?.unwrap_or(1),
+        pp: degree(10, pp)?,
+        dp: degree(9, dp)?,
+        cp: degree(11, cp)?,
         batch: narrow(4, batch)?,
         isl: narrow(5, isl)?,
         osl: narrow(6, osl)?,
@@ -91,8 +102,8 @@ pub struct StepCall<'a> {
 
 impl<'a> StepCalls<'a> {
     pub fn new(function: &'static str, values: &'a [ColumnarValue], number_rows: usize) -> Result<Self> {
-        if !matches!(values.len(), 7 | 9 | 10) {
-            return exec_err!("{function} takes 7, 9 or 10 arguments, got {}", values.len());
+        if !ARITIES.contains(&values.len()) {
+            return exec_err!("{function} takes {ARITIES_TEXT} arguments, got {}", values.len());
         }
         let texts = [
             Text::new(function, 1, &values[0])?,
@@ -123,9 +134,9 @@ impl<'a> StepCalls<'a> {
             return Ok(None);
         };
         let moe = [ints.get(4).and_then(|i| i.get(row)), ints.get(5).and_then(|i| i.get(row))];
-        let dp = ints.get(6).and_then(|i| i.get(row));
+        let degrees = [6, 7, 8].map(|i| ints.get(i).and_then(|i| i.get(row)));
         let phase = phase(self.function, phase_name)?;
-        let shape = shape(self.function, [tp, batch, isl, osl], moe, dp)?;
+        let shape = shape(self.function, [tp, batch, isl, osl], moe, degrees)?;
         Ok(Some(StepCall { model, db, phase, shape }))
     }
 

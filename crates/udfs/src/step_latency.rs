@@ -1,4 +1,4 @@
-//! `step_latency(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp]])`:
+//! `step_latency(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])`:
 //! the total of one engine step (context: TTFT; generation: TPOT) in ms, a
 //! vectorised scalar so a grid of configs is priced with a join.
 
@@ -86,7 +86,7 @@ impl ScalarUDFImpl for StepLatency {
                  tokens), 'generation' gives TPOT (the decode steps after it, sampled every 32 steps, \
                  averaged over osl - 1). A data miss in any op makes the step a miss: NULL, or an error \
                  naming the op and lookup under SET aic.on_miss = 'error'. engine_step shows every op.",
-                "step_latency(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp]])",
+                "step_latency(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])",
             )
             .with_sql_example(
                 "```sql\n> SELECT step_latency('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 'context', 8, 1, 1024, 128);\n\
@@ -104,7 +104,18 @@ impl ScalarUDFImpl for StepLatency {
             .with_argument(
                 "dp",
                 "Attention data parallelism (NULL or absent: 1): dp ranks of tp GPUs, each with batch requests of its \
-                 own, sharing the experts (tp * dp = moe_tp * moe_ep); MOE-family models only.",
+                 own, sharing the experts (tp * dp * cp = moe_tp * moe_ep); MOE-family models only.",
+            )
+            .with_argument(
+                "pp",
+                "Pipeline stages (NULL or absent: 1): ops still count every layer; the step adds pp - 1 hand-offs \
+                 between stages (the p2p op).",
+            )
+            .with_argument(
+                "cp",
+                "Context parallelism (NULL or absent: 1): SGLang's all-gather CP for LLAMA and MOE models at tp = dp = 1; \
+                 a context step's tokens are split over cp ranks (zigzag attention plus a KV all-gather), a generation \
+                 step is not split.",
             )
             .build()
         }))

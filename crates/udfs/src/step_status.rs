@@ -1,4 +1,4 @@
-//! `step_status(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp]])`:
+//! `step_status(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])`:
 //! whether `step_latency` prices a step and, when it does not, why, as a
 //! value. A coverage scan over thousands of (model, database) pairs cannot
 //! stop at the first refusal, and a NULL from a miss says nothing about
@@ -101,7 +101,7 @@ impl ScalarUDFImpl for StepStatus {
                  an architecture or quantization the spec does not price, parallel degrees that do \
                  not fit the model). Unreadable or corrupt data is an error here too, never a status. \
                  Same arguments as step_latency; aic.on_miss does not apply.",
-                "step_status(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp]])",
+                "step_status(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])",
             )
             .with_sql_example(
                 "```sql\n> SELECT step_status('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 'context', 8, 1, 1024, 128);\n\
@@ -117,6 +117,8 @@ impl ScalarUDFImpl for StepStatus {
             .with_argument("moe_tp", "MoE models: expert tensor parallelism (NULL: inferred).")
             .with_argument("moe_ep", "MoE models: expert parallelism (NULL: inferred).")
             .with_argument("dp", "Attention data parallelism (NULL or absent: 1; MOE-family models only).")
+            .with_argument("pp", "Pipeline stages (NULL or absent: 1).")
+            .with_argument("cp", "Context parallelism (NULL or absent: 1; LLAMA and MOE on sglang at tp = dp = 1).")
             .build()
         }))
     }

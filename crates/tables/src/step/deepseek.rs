@@ -40,6 +40,7 @@ fn routed(model: &ModelDesc, par: &Parallel, quants: &Quants, count: f64) -> [Op
         moe_tp: par.moe_tp,
         moe_ep: par.moe_ep,
         dp: par.dp,
+        cp: 1,
         pre,
         quant: Some(quants.moe),
     };
@@ -108,7 +109,7 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
         },
     );
     let tp_allreduce = op("tp_allreduce", OpKind::CustomAllReduce, 2.0 * l, OpSpec::AllReduce { tp, hidden: h });
-    let p2p = op("p2p", OpKind::P2P, 0.0, OpSpec::P2P);
+    let p2p = crate::step::ops::p2p(par, h);
     let mut subs: Vec<Op> = Vec::new();
     let module = op(
         "mla_module",

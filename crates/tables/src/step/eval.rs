@@ -127,6 +127,17 @@ pub(crate) struct At<'n> {
     pub batch: i64,
     pub s: i64,
     pub prefix: i64,
+    /// Context-parallel ranks of a context step (1 in generation): the
+    /// token-major ops (embedding, elementwise, GEMMs, all-reduce, p2p)
+    /// price the busiest rank's `ceil(x / cp)` tokens.
+    pub cp: i64,
+}
+
+impl At<'_> {
+    /// `ceil(v / cp)`: one rank's share of `v` tokens.
+    fn per_rank(&self, v: i64) -> i64 {
+        if self.cp > 1 { (v + self.cp - 1) / self.cp } else { v }
+    }
 }
 
 /// A table the database does not have makes the op's lookup miss (the
@@ -357,14 +368,28 @@ impl<'a> Tables<'a> {
 
     fn leaf(&mut self, op: &Op, at: At) -> Result<OpValue, StepError> {
         let x = at.x;
+        let tokens = at.per_rank(x);
         Ok(match op.spec {
-            OpSpec::Embedding { hidden, .. } => OpValue::formula(self.sol.mem_op(x * hidden * 2)),
+            OpSpec::Embedding { hidden, .. } => OpValue::formula(self.sol.mem_op(tokens * hidden * 2)),
             OpSpec::ElementWise { dim_in, dim_out } => {
-                OpValue::formula(self.sol.mem_op(x * dim_in * 2 + x * dim_out * 2))
+                OpValue::formula(self.sol.mem_op(tokens * dim_in * 2 + tokens * dim_out * 2))
             }
-            OpSpec::P2P => OpValue::formula(0.0),
+            // One stage hands `tokens * hidden` bf16 values to the next; a
+            // single stage (count 0) hands nothing.
+            OpSpec::P2P { .. } if op.count == 0.0 => OpValue::formula(0.0),
+            OpSpec::P2P { hidden } => OpValue::formula(self.sol.p2p(tokens * hidden * 2)),
+            OpSpec::CpAllGather { gpus, elements_per_token } => {
+                let size = x as f64 * elements_per_token;
+                if size.fract() != 0.0 || size >= 9.0e15 {
+                    return Err(StepError::input(format!(
+                        "{}: the KV all-gather of {size} elements is not a whole number of elements",
+                        (at.name)()
+                    )));
+                }
+                self.nccl(gpus, "all_gather", size as i64, at)?
+            }
             OpSpec::Gemm { n, k, quant, m_is_batch, low_precision_input } => {
-                let m = if m_is_batch { at.batch } else { x };
+                let m = if m_is_batch { at.per_rank(at.batch) } else { tokens };
                 if quant == GemmQuant::Fp8Static {
                     self.fp8_static_gemm(m, n, k, low_precision_input, at)?
                 } else {
@@ -372,10 +397,10 @@ impl<'a> Tables<'a> {
                 }
             }
             OpSpec::ContextAttention { n, n_kv, head_dim, window, kv, fmha, qk_norm } => {
-                let q = CtxAttnQuery {
+                let query = |s: i64, prefix: i64| CtxAttnQuery {
                     b: at.batch,
-                    s: at.s,
-                    prefix: at.prefix,
+                    s,
+                    prefix,
                     n,
                     n_kv,
                     kv,
@@ -383,10 +408,18 @@ impl<'a> Tables<'a> {
                     window,
                     head_size: head_dim,
                 };
+                // Context parallelism (zigzag): rank 0 owns the first and the
+                // last of 2 * cp chunks of c tokens; its two attention calls.
+                let (first, second) = if at.cp > 1 {
+                    let c = ((at.s + 2 * at.cp - 1) / (2 * at.cp)).max(1);
+                    (query(c, at.prefix), Some(query(c, at.prefix + at.s - c)))
+                } else {
+                    (query(at.s, at.prefix), None)
+                };
                 let lookup = Lookup::ContextAttention {
-                    b: q.b,
-                    s: q.s,
-                    prefix: q.prefix,
+                    b: first.b,
+                    s: first.s,
+                    prefix: first.prefix,
                     n,
                     n_kv,
                     kv,
@@ -395,7 +428,11 @@ impl<'a> Tables<'a> {
                     head_size: head_dim,
                 };
                 let table = self.context_attention().map_err(|e| load_failure(e, at.name, lookup))?;
-                let (a, path) = table.query(&q).map_err(|m| kernel_miss(m, at.name, lookup))?;
+                let (mut a, path) = table.query(&first).map_err(|m| kernel_miss(m, at.name, lookup))?;
+                if let Some(second) = second {
+                    let (b, _) = table.query(&second).map_err(|m| kernel_miss(m, at.name, lookup))?;
+                    a += b;
+                }
                 // Extras per token (docs/spec 8.2), in the SDK's order of operations.
                 let mem = |bytes: i64| self.sol.mem_op(bytes);
                 let (q_num, k_num, v_num) = (n * head_dim, n_kv * head_dim, n_kv * head_dim);
@@ -426,11 +463,16 @@ impl<'a> Tables<'a> {
                     source: "silicon",
                 }
             }
-            OpSpec::AllReduce { tp, hidden } => self.all_reduce(tp, x * hidden, at)?,
-            OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, dp: 1, .. } => {
+            OpSpec::AllReduce { tp, hidden } => self.all_reduce(tp, tokens * hidden, at)?,
+            OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, dp: 1, cp: 1, .. } => {
                 self.all_reduce(moe_tp * moe_ep, x * hidden, at)?
             }
-            OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, dp, pre, quant } => {
+            // SGLang's context parallelism: every rank's tokens gathered for
+            // the experts, the results scattered back to their ranks.
+            OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, dp: 1, pre, .. } => {
+                self.nccl(moe_tp * moe_ep, if pre { "all_gather" } else { "reduce_scatter" }, x * hidden, at)?
+            }
+            OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, dp, pre, quant, .. } => {
                 self.dp_dispatch(DpDispatch { hidden, moe_tp, moe_ep, dp, pre, quant }, x, at)?
             }
             OpSpec::Moe { shape, dp } => self.moe(x * dp, shape, at)?,

@@ -6,8 +6,8 @@ use crate::model::ModelConfig;
 use crate::quant::GemmQuant;
 use crate::step::model::ModelDesc;
 use crate::step::ops::{OpSpec, op_list};
-use crate::step::quants;
 use crate::step::types::{Phase, StepError};
+use crate::step::{StepShape, quants};
 
 /// One GEMM op: `m` is the tokens of the step (context: batch * isl for the
 /// layer GEMMs, batch for logits; generation: batch).
@@ -36,7 +36,8 @@ pub fn model_gemms(cfg: &ModelConfig, tp: u32) -> Result<Vec<ModelGemm>, StepErr
     let desc = ModelDesc::from_config(cfg)?;
     let inferred = quants::infer(cfg)?;
     let moe_ep = desc.is_moe().then_some(tp);
-    let par = desc.parallel(tp, 1, None, moe_ep, "")?;
+    let shape = StepShape { tp, pp: 1, dp: 1, cp: 1, batch: 1, isl: 1, osl: 1, moe_tp: None, moe_ep };
+    let par = desc.parallel(&shape, "")?;
     let mut out: Vec<ModelGemm> = Vec::new();
     for phase in [Phase::Generation, Phase::Context] {
         let quants = quants::resolve(inferred, phase, "", &[]);

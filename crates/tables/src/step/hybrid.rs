@@ -233,6 +233,7 @@ pub(crate) fn op_list(model: &ModelDesc, hybrid: &Hybrid, par: &Parallel, quants
                 moe_tp: par.moe_tp,
                 moe_ep: par.moe_ep,
                 dp: par.dp,
+                cp: 1,
                 pre,
                 quant: None,
             };
@@ -279,6 +280,6 @@ pub(crate) fn op_list(model: &ModelDesc, hybrid: &Hybrid, par: &Parallel, quants
             low_precision_input: false,
         },
     ));
-    ops.push(op("p2p", OpKind::P2P, 0.0, OpSpec::P2P));
+    ops.push(crate::step::ops::p2p(par, h));
     ops
 }

@@ -40,9 +40,16 @@ const MAX_OPS: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StepShape {
     pub tp: u32,
+    /// Pipeline stages: every op still counts all layers (the step is one
+    /// token's way through the whole pipeline); the hand-offs between
+    /// stages are the `p2p` op, `pp - 1` of them.
+    pub pp: u32,
     /// Attention data parallelism: `dp` ranks of `tp` GPUs each run
     /// attention on `batch` requests of their own and share the experts.
     pub dp: u32,
+    /// Context parallelism (SGLang's all-gather variant, prefill only): the
+    /// prefill's tokens are split over `cp` ranks; decode is not split.
+    pub cp: u32,
     pub batch: u32,
     pub isl: u32,
     pub osl: u32,
@@ -58,7 +65,14 @@ impl StepShape {
                 return Err(StepError::input(format!("{name} must be at least 1")));
             }
         }
-        let parallel = [("tp", Some(self.tp)), ("dp", Some(self.dp)), ("moe_tp", self.moe_tp), ("moe_ep", self.moe_ep)];
+        let parallel = [
+            ("tp", Some(self.tp)),
+            ("pp", Some(self.pp)),
+            ("dp", Some(self.dp)),
+            ("cp", Some(self.cp)),
+            ("moe_tp", self.moe_tp),
+            ("moe_ep", self.moe_ep),
+        ];
         let degrees = parallel.iter().filter_map(|&(name, v)| Some((name, u64::from(v?), u64::from(MAX_PARALLEL))));
         [
             ("batch", u64::from(self.batch), u64::from(MAX_BATCH)),
@@ -77,7 +91,9 @@ impl StepQuery {
     pub fn shape(&self) -> StepShape {
         StepShape {
             tp: self.tp,
+            pp: 1,
             dp: 1,
+            cp: 1,
             batch: self.batch,
             isl: self.isl,
             osl: self.osl,
@@ -87,9 +103,12 @@ impl StepQuery {
     }
 }
 
+/// (phase, [tp, pp, dp, cp], moe_tp, moe_ep): what an op list depends on.
+type PrepKey = (Phase, [u32; 4], Option<u32>, Option<u32>);
+
 /// The op list of one (phase, parallelism), built once per [`StepModel`].
 struct Prepared {
-    key: (Phase, u32, u32, Option<u32>, Option<u32>),
+    key: PrepKey,
     quants: Quants,
     ops: Vec<Op>,
     /// The inner ops of the composite ops.
@@ -104,7 +123,7 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(key: (Phase, u32, u32, Option<u32>, Option<u32>), quants: Quants, list: OpList) -> Prepared {
+    fn new(key: PrepKey, quants: Quants, list: OpList) -> Prepared {
         let OpList { ops, subs } = list;
         let mut first: Vec<&'static str> = Vec::new();
         let slots = ops
@@ -270,18 +289,18 @@ impl<'a> StepModel<'a> {
         if !self.desc.is_moe() {
             return Ok(None);
         }
-        let par = self.desc.parallel(shape.tp, shape.dp, shape.moe_tp, shape.moe_ep, self.tables.backend())?;
+        let par = self.desc.parallel(shape, self.tables.backend())?;
         Ok(Some((par.moe_tp, par.moe_ep)))
     }
 
     /// Index of the op list for (phase, parallelism), building it on first use.
     fn prepare(&mut self, phase: Phase, shape: &StepShape) -> Result<usize, StepError> {
         shape.check()?;
-        let key = (phase, shape.tp, shape.dp, shape.moe_tp, shape.moe_ep);
+        let key = (phase, [shape.tp, shape.pp, shape.dp, shape.cp], shape.moe_tp, shape.moe_ep);
         if let Some(i) = self.prepared.iter().position(|p| p.key == key) {
             return Ok(i);
         }
-        let par = self.desc.parallel(shape.tp, shape.dp, shape.moe_tp, shape.moe_ep, self.tables.backend())?;
+        let par = self.desc.parallel(shape, self.tables.backend())?;
         let modes = match phase {
             Phase::Context => self.context_fmha_modes(),
             Phase::Generation => Vec::new(),
@@ -345,7 +364,8 @@ fn quant_label(op: &Op) -> String {
         OpSpec::ContextAttention { fmha, kv, .. } => format!("fmha={fmha},kv={kv}"),
         OpSpec::GenerationAttention { kv, .. } => format!("kv={kv}"),
         OpSpec::AllReduce { .. } => Quants::COMM.into(),
-        OpSpec::P2P => String::new(),
+        OpSpec::P2P { .. } => String::new(),
+        OpSpec::CpAllGather { .. } => Quants::COMM.into(),
         OpSpec::Moe { shape: MoeShape { quant, .. }, .. } | OpSpec::MoeDispatch { quant: Some(quant), .. } => {
             quant.name().into()
         }
@@ -477,7 +497,11 @@ fn phase_sums<S: Sink>(
             let mut acc = [0.0f64; MAX_OPS];
             for (index, op) in prep.ops.iter().enumerate() {
                 let name = || format!("{prefix}_{}", op.base);
-                let v = tables.eval(op, &prep.subs, At { name: &name, x, batch, s, prefix: cached })?;
+                let v = tables.eval(
+                    op,
+                    &prep.subs,
+                    At { name: &name, x, batch, s, prefix: cached, cp: i64::from(q.cp) },
+                )?;
                 let total = v.per_app * op.count;
                 acc[prep.slots[index]] += total;
                 if S::ROWS {
@@ -500,7 +524,7 @@ fn phase_sums<S: Sink>(
                 let mut step_total = 0.0;
                 for (index, op) in prep.ops.iter().enumerate() {
                     let name = || format!("{prefix}_{}", op.base);
-                    let v = tables.eval(op, &prep.subs, At { name: &name, x: batch, batch, s, prefix: 0 })?;
+                    let v = tables.eval(op, &prep.subs, At { name: &name, x: batch, batch, s, prefix: 0, cp: 1 })?;
                     let total = v.per_app * op.count;
                     step_total += total;
                     step[prep.slots[index]] += total;

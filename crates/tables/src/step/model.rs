@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::discovery::DataTree;
 use crate::error::TablesError;
 use crate::model::{ModelConfig, read_model_config};
+use crate::step::StepShape;
 use crate::step::hybrid::Hybrid;
 use crate::step::types::StepError;
 
@@ -69,9 +70,13 @@ pub(crate) struct ModelDesc {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Parallel {
     pub tp: i64,
+    /// Pipeline stages (`pp - 1` hand-offs per step).
+    pub pp: i64,
     /// Attention data parallelism (ranks that each run attention on their
     /// own requests and share the experts).
     pub dp: i64,
+    /// Context-parallel ranks splitting a prefill's tokens.
+    pub cp: i64,
     /// Attention heads per GPU, `H // tp`.
     pub n: i64,
     /// KV heads per GPU, `ceil(Hkv / tp)`.
@@ -188,25 +193,23 @@ impl ModelDesc {
         self.family != Family::Llama
     }
 
-    /// Splits the model over `tp` GPUs per attention-data-parallel rank and
-    /// `dp` ranks. MoE models need `tp * dp == moe_tp * moe_ep` (one of them
-    /// may be given; the other is inferred); dense models ignore both.
-    /// Attention data parallelism (`dp > 1`) is priced for the MOE family.
-    pub fn parallel(
-        &self,
-        tp: u32,
-        dp: u32,
-        moe_tp: Option<u32>,
-        moe_ep: Option<u32>,
-        backend: &str,
-    ) -> Result<Parallel, StepError> {
-        let tp = i64::from(tp);
+    /// Splits the model over `tp` GPUs per attention-data-parallel rank,
+    /// `dp` ranks, `cp` context-parallel ranks and `pp` pipeline stages.
+    /// MoE models need `tp * dp * cp == moe_tp * moe_ep` (one of them may be
+    /// given; the other is inferred); dense models ignore both. Attention
+    /// data parallelism (`dp > 1`) is priced for the MOE family; context
+    /// parallelism for LLAMA and MOE on sglang with `tp = dp = 1`, where the
+    /// spec supports it (`supports_cp`).
+    pub fn parallel(&self, shape: &StepShape, backend: &str) -> Result<Parallel, StepError> {
+        let tp = i64::from(shape.tp);
         if tp < 1 {
             return Err(StepError::input(format!("tp must be at least 1, found {tp}")));
         }
-        let dp = i64::from(dp);
-        if dp < 1 {
-            return Err(StepError::input(format!("attention dp must be at least 1, found {dp}")));
+        let (pp, dp, cp) = (i64::from(shape.pp), i64::from(shape.dp), i64::from(shape.cp));
+        for (value, name) in [(pp, "pp"), (dp, "attention dp"), (cp, "cp")] {
+            if value < 1 {
+                return Err(StepError::input(format!("{name} must be at least 1, found {value}")));
+            }
         }
         if dp > 1 && self.family != Family::Moe {
             let why = if self.is_moe() { " (its MoE dispatch with attention dp is not built yet)" } else { "" };
@@ -220,7 +223,20 @@ impl ModelDesc {
                 "trtllm does not support attention tp {tp} > 1 and attention dp {dp} > 1 together"
             )));
         }
-        let width = tp * dp;
+        if cp > 1 {
+            if !matches!(self.family, Family::Llama | Family::Moe) || backend != "sglang" {
+                return Err(StepError::input(format!(
+                    "context parallelism (cp {cp}) is not supported for {} ({}) on backend '{backend}': the spec models it for the LLAMA and MOE families on sglang",
+                    self.architecture, self.spec_family
+                )));
+            }
+            if tp != 1 || dp != 1 {
+                return Err(StepError::input(format!(
+                    "sglang context parallelism needs tp 1 and attention dp 1 (CP and attention TP/DP exclude each other), got tp {tp}, dp {dp}, cp {cp}"
+                )));
+            }
+        }
+        let width = tp * dp * cp;
         if self.heads % tp != 0 {
             return Err(StepError::input(format!("num_attention_heads {} is not divisible by tp {tp}", self.heads)));
         }
@@ -230,15 +246,17 @@ impl ModelDesc {
             };
             let infer = |given: i64, given_name: &str| {
                 if width % given != 0 {
-                    Err(StepError::input(format!("tp {tp} * dp {dp} is not divisible by {given_name} {given}")))
+                    Err(StepError::input(format!(
+                        "tp {tp} * dp {dp} * cp {cp} = {width} is not divisible by {given_name} {given}"
+                    )))
                 } else {
                     Ok(width / given)
                 }
             };
-            let (etp, eep) = match (moe_tp, moe_ep) {
+            let (etp, eep) = match (shape.moe_tp, shape.moe_ep) {
                 (None, None) => {
                     return Err(StepError::input(format!(
-                        "{} is a MoE model: give moe_tp and/or moe_ep (tp * dp == moe_tp * moe_ep)",
+                        "{} is a MoE model: give moe_tp and/or moe_ep (tp * dp * cp == moe_tp * moe_ep)",
                         self.architecture
                     )));
                 }
@@ -254,7 +272,7 @@ impl ModelDesc {
             };
             if etp * eep != width {
                 return Err(StepError::input(format!(
-                    "moe_tp {etp} * moe_ep {eep} = {} must equal tp {tp} * dp {dp}",
+                    "moe_tp {etp} * moe_ep {eep} = {} must equal tp {tp} * dp {dp} * cp {cp} = {width}",
                     etp * eep
                 )));
             }
@@ -275,7 +293,9 @@ impl ModelDesc {
         };
         Ok(Parallel {
             tp,
+            pp,
             dp,
+            cp,
             n: self.heads / tp,
             n_kv: (self.kv_heads + tp - 1).div_euclid(tp),
             moe_tp,

@@ -53,8 +53,18 @@ pub(crate) enum OpSpec {
         tp: i64,
         hidden: i64,
     },
-    /// Pipeline hand-off; `pp = 1` makes it 0.
-    P2P,
+    /// Pipeline hand-off of `x * hidden` bf16 activations to the next
+    /// stage; counted `pp - 1` times (`pp = 1` makes it 0).
+    P2P {
+        hidden: i64,
+    },
+    /// Context parallelism's KV all-gather over the `gpus` CP ranks, after
+    /// the attention of each layer: `x * elements_per_token` half-precision
+    /// elements (the KV a token keeps per layer, in 2-byte elements).
+    CpAllGather {
+        gpus: i64,
+        elements_per_token: f64,
+    },
     /// The routed experts at `x * dp` tokens (every rank's tokens).
     Moe {
         shape: MoeShape,
@@ -68,6 +78,9 @@ pub(crate) enum OpSpec {
         moe_tp: i64,
         moe_ep: i64,
         dp: i64,
+        /// Context-parallel ranks whose tokens the exchange gathers (a
+        /// context step at cp > 1; 1 otherwise).
+        cp: i64,
         pre: bool,
         /// The MoE quant MOE passes; HYBRIDMOE builds its dispatch without one.
         quant: Option<MoeQuant>,
@@ -155,6 +168,11 @@ impl OpList {
     }
 }
 
+/// The pipeline hand-off op: `pp - 1` applications per step, in every family.
+pub(crate) fn p2p(par: &Parallel, hidden: i64) -> Op {
+    Op { base: "p2p", kind: OpKind::P2P, count: (par.pp - 1) as f64, spec: OpSpec::P2P { hidden } }
+}
+
 /// The sliding window of GPT-OSS's windowed layers, hard-coded by the spec
 /// (the config's `sliding_window` is not read).
 const GPT_OSS_WINDOW: i64 = 128;
@@ -227,11 +245,21 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
         op("add_norm_1", OpKind::ElementWise, l, OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h }),
         op("qkv_gemm", OpKind::Gemm, l, gemm(attn_width + d * n_kv * 2, h, quants.gemm)),
         attention(0),
+    ]);
+    if phase == Phase::Context && par.cp > 1 {
+        // SGLang's CP all-gathers the full KV of each layer: the bytes a
+        // token keeps per layer, in 2-byte (half) elements, as the spec
+        // divides them (`kv_bytes(1) / layers / 2`).
+        let kv_bytes = (quants.kv.memory() * crate::step::weights::kv_elements_per_token(model, n_kv)) as f64;
+        let elements_per_token = kv_bytes / l / 2.0;
+        ops.push(op("cp_all_gather", OpKind::Nccl, l, OpSpec::CpAllGather { gpus: par.cp, elements_per_token }));
+    }
+    ops.extend([
         op("proj_gemm", OpKind::Gemm, l, gemm_lp(h, attn_width, quants.gemm)),
         op("add_norm_2", OpKind::ElementWise, l, OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h }),
     ]);
     let embedding_ar = op("embedding_ar", OpKind::CustomAllReduce, 1.0, OpSpec::AllReduce { tp, hidden: h });
-    let p2p = op("p2p", OpKind::P2P, 0.0, OpSpec::P2P);
+    let p2p = p2p(par, h);
     match model.family {
         Family::Llama => {
             let inter = model.inter;
@@ -253,7 +281,11 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
         }
         Family::Moe | Family::HybridMoe | Family::Mla => {
             let (moe_tp, moe_ep, quant) = (par.moe_tp, par.moe_ep, quants.moe);
-            let dispatch = |pre| OpSpec::MoeDispatch { hidden: h, moe_tp, moe_ep, dp: par.dp, pre, quant: Some(quant) };
+            // The generation step is not context-parallel: its exchange is
+            // the attention-tp one over the cp ranks.
+            let cp = if phase == Phase::Context { par.cp } else { 1 };
+            let dispatch =
+                |pre| OpSpec::MoeDispatch { hidden: h, moe_tp, moe_ep, dp: par.dp, cp, pre, quant: Some(quant) };
             ops.extend([
                 op("router_gemm", OpKind::Gemm, l, gemm(model.experts, h, GemmQuant::Bfloat16)),
                 op("moe_pre_dispatch", OpKind::MoEDispatch, l, dispatch(true)),
@@ -290,6 +322,7 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::step::StepShape;
 
     fn qwen3_32b() -> ModelDesc {
         ModelDesc {
@@ -321,7 +354,8 @@ mod tests {
     #[test]
     fn llama_shapes_at_tp8() {
         let model = qwen3_32b();
-        let Ok(par) = model.parallel(8, 1, None, None, "vllm") else { panic!() };
+        let shape = StepShape { tp: 8, pp: 1, dp: 1, cp: 1, batch: 1, isl: 1, osl: 1, moe_tp: None, moe_ep: None };
+        let Ok(par) = model.parallel(&shape, "vllm") else { panic!() };
         assert_eq!((par.n, par.n_kv), (8, 1));
         let quants =
             Quants { gemm: GemmQuant::Fp8Block, kv: KvQuant::Fp8, fmha: FmhaQuant::Bfloat16, moe: MoeQuant::Fp8Block };

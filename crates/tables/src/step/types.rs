@@ -74,6 +74,8 @@ pub enum OpKind {
     GenerationAttention,
     CustomAllReduce,
     P2P,
+    /// An NCCL collective of its own (context parallelism's KV all-gather).
+    Nccl,
     MoE,
     MoEDispatch,
     /// The whole MLA block from one table (DeepSeek / Kimi).
@@ -98,6 +100,7 @@ impl OpKind {
             OpKind::GenerationAttention => "GenerationAttention",
             OpKind::CustomAllReduce => "CustomAllReduce",
             OpKind::P2P => "P2P",
+            OpKind::Nccl => "NCCL",
             OpKind::MoE => "MoE",
             OpKind::MoEDispatch => "MoEDispatch",
             OpKind::MlaModule => "MLAModule",

@@ -48,7 +48,8 @@ pub(crate) fn op_weights(op: &Op, subs: &[Op]) -> f64 {
         | OpSpec::ContextAttention { .. }
         | OpSpec::GenerationAttention { .. }
         | OpSpec::AllReduce { .. }
-        | OpSpec::P2P
+        | OpSpec::P2P { .. }
+        | OpSpec::CpAllGather { .. }
         | OpSpec::MoeDispatch { .. }
         | OpSpec::MlaModule { .. }
         | OpSpec::ContextMla { .. }
