@@ -1,4 +1,6 @@
-//! Every point of `serving_point_goldens.parquet` on the Rust path: agg
+//! Every point of `serving_point_goldens.parquet` (tp, dp) and of
+//! `serving_pp_goldens.parquet` (pipeline parallelism, made with
+//! `scripts/spec_points.py`) on the Rust path: agg
 //! points equal (f64 bits) on every numeric field of the spec's result dict
 //! but the power fields (energy is not modelled), disagg points equal on
 //! every field (both at the spec's 3 decimals), string fields equal, error
@@ -17,10 +19,6 @@ use common::{data_dir, goldens_dir};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 
-fn goldens_path() -> PathBuf {
-    goldens_dir().join("serving_point_goldens.parquet")
-}
-
 struct Point {
     id: String,
     mode: String,
@@ -32,8 +30,7 @@ struct Point {
     raw: Option<serde_json::Map<String, Value>>,
 }
 
-fn points() -> Vec<Point> {
-    let path = goldens_path();
+fn points(path: &PathBuf) -> Vec<Point> {
     let file = File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .and_then(|b| b.build())
@@ -86,6 +83,20 @@ fn arg(args: &serde_json::Map<String, Value>, name: &str) -> Option<u32> {
 
 fn need(args: &serde_json::Map<String, Value>, name: &str) -> u32 {
     arg(args, name).unwrap_or_else(|| panic!("golden args lack {name}: {args:?}"))
+}
+
+/// `cli_estimate`'s parallel arguments: `{side}_{name}` falling back to the
+/// shared `{name}` (disagg), then to the default (1 for pp and dp).
+fn parallel(args: &serde_json::Map<String, Value>, side: Option<&str>) -> Parallel {
+    let get = |name: &str| side.and_then(|s| arg(args, &format!("{s}_{name}"))).or_else(|| arg(args, name));
+    Parallel {
+        tp: get("tp_size").unwrap_or_else(|| panic!("golden args lack tp_size: {args:?}")),
+        pp: get("pp_size").unwrap_or(1),
+        dp: get("attention_dp_size").unwrap_or(1),
+        cp: 1,
+        moe_tp: get("moe_tp_size"),
+        moe_ep: get("moe_ep_size"),
+    }
 }
 
 /// Our value of one field of the spec's dict.
@@ -264,12 +275,21 @@ fn compare<K: AsRef<str>>(
 
 #[test]
 fn every_serving_golden_point() {
+    run_goldens("serving_point_goldens.parquet", 80);
+}
+
+#[test]
+fn every_pipeline_parallel_golden_point() {
+    run_goldens("serving_pp_goldens.parquet", 40);
+}
+
+fn run_goldens(file: &str, at_least: usize) {
     let dir = data_dir();
     let tree = DataTree::open(&[&dir]).unwrap_or_else(|e| {
         panic!("perf data not found in {} ({e}); run `cargo run -- data fetch` first", dir.display())
     });
-    let all = points();
-    assert!(all.len() >= 80, "expected the serving goldens, found {} points", all.len());
+    let all = points(&goldens_dir().join(file));
+    assert!(all.len() >= at_least, "expected the goldens of {file}, found {} points", all.len());
     let mut servers: BTreeMap<(String, String), Server> = BTreeMap::new();
     let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut failures = Vec::new();
@@ -288,7 +308,7 @@ fn every_serving_golden_point() {
         let result: Result<(BTreeMap<String, Field>, Option<String>), String> = match p.mode.as_str() {
             "agg" => {
                 let q = AggQuery {
-                    parallel: Parallel::tensor(need(a, "tp_size"), arg(a, "moe_tp_size"), arg(a, "moe_ep_size")),
+                    parallel: parallel(a, None),
                     batch: need(a, "batch_size"),
                     isl: need(a, "isl"),
                     osl: need(a, "osl"),
@@ -301,13 +321,7 @@ fn every_serving_golden_point() {
                 })
             }
             "disagg" => {
-                let side = |s: &str| {
-                    Parallel::tensor(
-                        need(a, &format!("{s}_tp_size")),
-                        arg(a, &format!("{s}_moe_tp_size")),
-                        arg(a, &format!("{s}_moe_ep_size")),
-                    )
-                };
+                let side = |s: &str| parallel(a, Some(s));
                 let q = DisaggQuery {
                     prefill: side("prefill"),
                     prefill_batch: need(a, "prefill_batch_size"),
@@ -342,7 +356,7 @@ fn every_serving_golden_point() {
         }
     }
     println!(
-        "{agg_ok} agg and {disagg_ok} disagg points equal on every field, {errors_ok} error points fail on ours too"
+        "{file}: {agg_ok} agg and {disagg_ok} disagg points equal on every field, {errors_ok} error points fail on ours too"
     );
     for (field, (equal, differ)) in &counts {
         println!("  {field}: {equal} equal, {differ} differ");
