@@ -153,9 +153,10 @@ def test_what_is_refused():
         estimate_agg(MOE_MODEL, "h200_sxm/trtllm/1.3.0rc23", "tp2pp1dp2etp1ep4", 4, 1024, 128)
     with pytest.raises(ValueError, match=r"moe_tp \* moe_ep = 1 \* 4 != tp \* dp = 4 \* 2 = 8"):
         estimate_agg(MOE_MODEL, db, "tp4pp1dp2etp1ep4", 4, 1024, 128)
-    with pytest.raises(ValueError, match="pp = 2"):
-        estimate_agg(MOE_MODEL, db, "tp1pp2dp4etp1ep8", 4, 1024, 128)
-    with pytest.raises(ValueError, match="cp = 2"):
+    # cp joins the MoE width: tp * dp * cp = moe_tp * moe_ep
+    with pytest.raises(ValueError, match=r"moe_tp \* moe_ep = 1 \* 4 != tp \* dp \* cp = 1 \* 4 \* 2 = 8"):
+        estimate_agg(MOE_MODEL, db, "tp1pp1dp4etp1ep4cp2", 4, 1024, 128)
+    with pytest.raises(ValueError, match="sglang CP requires tp_size=1 and attention_dp_size=1"):
         estimate_agg(MOE_MODEL, db, "tp1pp1dp4etp1ep8cp2", 4, 1024, 128)
     with pytest.raises(ValueError, match="dp = 0"):
         step_latency(MOE_MODEL, db, "context", 1, 4, 512, 1, 1, 1, dp=0)

@@ -3,8 +3,9 @@
 ``tests/goldens/search/<case>/{agg,disagg}.candidates.parquet`` are the
 candidate frames aiconfigurator v0.11.0's ``cli default`` returned for three
 cases (``meta.json``: model, system, backend, version), rounded by numpy to 3
-decimals. Every candidate at pp = 1 and cp = 1 -- attention dp > 1
-included (the Qwen3-30B-A3B gb200 / sglang case) -- is priced again:
+decimals. Every candidate -- attention dp > 1 and context parallelism cp
+> 1 included (the Qwen3-30B-A3B gb200 / sglang case: 608 agg candidates and
+72 disagg prefill workers at cp 2, 4, 8) -- is priced again:
 
 * agg: ``estimate_agg`` at the row's ``parallel`` label, ``bs``, ``isl``,
   ``osl``, ``prefix`` and ``ctx_tokens``;
@@ -14,7 +15,8 @@ included (the Qwen3-30B-A3B gb200 / sglang case) -- is priced again:
 
 and every value of the row (latencies, throughputs, memory, the scheduling
 counts, the layout and quant labels) must equal the estimate after numpy's
-3-decimal rounding. Rows at cp > 1 (and pp > 1, none here) are out of scope.
+3-decimal rounding. (The search frames hold no pp > 1 candidate; pp has its
+own tests in test_spec_pipeline_context.py.)
 
 One label differs by design: a vllm decode worker of an fp8-FMHA checkpoint
 (Qwen3-32B-FP8) is labelled ``(d)fmha = fp8`` by the search, while
@@ -96,14 +98,12 @@ def _same(frame, got) -> bool:
     return float(frame) == float(v)
 
 
-def _in_scope(row: dict, mode: str) -> bool:
+def _layout(row: dict, mode: str) -> tuple:
+    """(dp, cp) of a candidate -- disagg: the larger dp of its workers, the prefill cp
+    (a decode worker never has cp > 1 in the frames)."""
     if mode == "agg":
-        return row["pp"] == 1 and (row.get("cp") or 1) == 1
-    return all(row[p + "pp"] == 1 and (row.get(p + "cp") or 1) == 1 for p in ("(p)", "(d)"))
-
-
-def _dp(row: dict, mode: str) -> int:
-    return row["dp"] if mode == "agg" else max(row["(p)dp"], row["(d)dp"])
+        return row["dp"], row.get("cp") or 1
+    return max(row["(p)dp"], row["(d)dp"]), max(row.get("(p)cp") or 1, row.get("(d)cp") or 1)
 
 
 def _known_label_difference(col: str, frame, got, backend: str) -> bool:
@@ -112,14 +112,12 @@ def _known_label_difference(col: str, frame, got, backend: str) -> bool:
 
 
 def _reprice(case: str, mode: str):
-    """(rows re-priced, equal) per dp, and the first differences."""
+    """(rows re-priced, equal) per (dp, cp), and the first differences."""
     meta = _meta(case)
     db = f"{meta['system']}/{meta['backend']}/{meta['version']}"
     fields = AGG_FIELDS if mode == "agg" else DISAGG_FIELDS
     priced, equal, failures = Counter(), Counter(), []
     for row in _rows(case, mode):
-        if not _in_scope(row, mode):
-            continue
         if mode == "agg":
             got = estimate_agg(meta["model"], db, row["parallel"], row["bs"], row["isl"], row["osl"], row["prefix"],
                                row["ctx_tokens"], on_miss="error")  # fmt: skip
@@ -127,15 +125,15 @@ def _reprice(case: str, mode: str):
             got = estimate_disagg(meta["model"], db, row["(p)parallel"], row["(p)bs"], row["(p)workers"],
                                   row["(d)parallel"], row["(d)bs"], row["(d)workers"], row["isl"], row["osl"],
                                   row["prefix"], on_miss="error")  # fmt: skip
-        dp = _dp(row, mode)
-        priced[dp] += 1
+        key = _layout(row, mode)
+        priced[key] += 1
         bad = [f"{col}: spec {row[col]!r} python {got[f]!r}" for col, f in fields.items()
                if not _same(row[col], got[f]) and not _known_label_difference(col, row[col], got[f], meta["backend"])]
         if bad:
             failures.append(f"{case} {mode} {row.get('parallel') or (row['(p)parallel'], row['(d)parallel'])} "
                             f"bs {row.get('bs') or (row['(p)bs'], row['(d)bs'])}: " + "; ".join(bad))  # fmt: skip
         else:
-            equal[dp] += 1
+            equal[key] += 1
     return priced, equal, failures
 
 
@@ -150,22 +148,26 @@ def test_the_search_goldens_are_present():
 @pytest.mark.parametrize("case", CASES)
 def test_search_candidates_reprice_equal(case, mode):
     priced, equal, failures = _reprice(case, mode)
-    print(f"\n{case} {mode}: re-priced per dp {dict(sorted(priced.items()))}, equal {dict(sorted(equal.items()))}")
+    print(f"\n{case} {mode}: re-priced per (dp, cp) {dict(sorted(priced.items()))}, "
+          f"equal {dict(sorted(equal.items()))}")  # fmt: skip
     assert not failures, f"{len(failures)} rows differ:\n" + "\n".join(failures[:20])
     assert sum(priced.values()) > 0
-    rows = [r for r in _rows(case, mode) if _in_scope(r, mode)]
-    assert sum(priced.values()) == len(rows)
+    assert priced == equal
+    assert sum(priced.values()) == len(_rows(case, mode))  # every candidate, cp > 1 included
+    assert priced == Counter(EXPECTED[(case, mode)])
 
 
-# The candidate counts at pp = cp = 1 (the Rust path re-prices the same 2,984 rows).
+# The candidate counts per (dp, cp): every row of the frames (3,664; the Rust
+# path re-prices the 2,984 at cp = 1).
 EXPECTED = {
-    ("llama31_8b_h200_vllm_4gpu", "agg"): {1: 341},
-    ("llama31_8b_h200_vllm_4gpu", "disagg"): {1: 24},
-    ("qwen3_30b_a3b_gb200_sglang_8gpu", "agg"): {1: 725, 2: 669, 4: 526, 8: 292},
-    ("qwen3_30b_a3b_gb200_sglang_8gpu", "disagg"): {1: 35},
-    ("qwen3_32b_fp8_h200_vllm_8gpu", "agg"): {1: 351},
-    ("qwen3_32b_fp8_h200_vllm_8gpu", "disagg"): {1: 21},
-}
+    ("llama31_8b_h200_vllm_4gpu", "agg"): {(1, 1): 341},
+    ("llama31_8b_h200_vllm_4gpu", "disagg"): {(1, 1): 24},
+    ("qwen3_30b_a3b_gb200_sglang_8gpu", "agg"): {(1, 1): 725, (1, 2): 142, (1, 4): 209, (1, 8): 257, (2, 1): 669,
+                                                 (4, 1): 526, (8, 1): 292},
+    ("qwen3_30b_a3b_gb200_sglang_8gpu", "disagg"): {(1, 1): 35, (2, 2): 4, (2, 4): 18, (4, 4): 50},
+    ("qwen3_32b_fp8_h200_vllm_8gpu", "agg"): {(1, 1): 351},
+    ("qwen3_32b_fp8_h200_vllm_8gpu", "disagg"): {(1, 1): 21},
+}  # fmt: skip
 
 
 @needs_data
@@ -173,8 +175,16 @@ def test_search_candidate_counts():
     counts = {}
     for case in CASES:
         for mode in ("agg", "disagg"):
-            counts[(case, mode)] = dict(sorted(Counter(_dp(r, mode) for r in _rows(case, mode)
-                                                       if _in_scope(r, mode)).items()))  # fmt: skip
+            counts[(case, mode)] = dict(sorted(Counter(_layout(r, mode) for r in _rows(case, mode)).items()))
     assert counts == EXPECTED
-    assert sum(sum(c.values()) for c in counts.values()) == 2984
-    assert sum(n for c in counts.values() for dp, n in c.items() if dp > 1) == 1487
+    assert sum(sum(c.values()) for c in counts.values()) == 3664
+    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 2984
+    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if dp > 1 and cp == 1) == 1487
+    # cp > 1: 608 agg candidates and 72 disagg deployments with a cp prefill worker
+    assert sum(n for (case, mode), c in counts.items() for (dp, cp), n in c.items() if cp > 1 and mode == "agg") == 608
+    assert sum(n for (case, mode), c in counts.items() for (dp, cp), n in c.items()
+               if cp > 1 and mode == "disagg") == 72  # fmt: skip
+    # every search frame row has pp = 1
+    for case in CASES:
+        assert {r["pp"] for r in _rows(case, "agg")} == {1}
+        assert {(r["(p)pp"], r["(d)pp"]) for r in _rows(case, "disagg")} == {(1, 1)}

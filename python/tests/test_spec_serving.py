@@ -41,6 +41,8 @@ from _support import have_data, require
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO / "tests" / "goldens") / "serving_point_goldens.parquet"
+# The spec's cli_estimate at pipeline parallelism (pp 2 / 4), the same schema.
+PP_GOLDENS = GOLDENS.with_name("serving_pp_goldens.parquet")
 HAVE = GOLDENS.is_file() and have_data(open_tree)
 needs_data = require(HAVE, f"serving goldens ({GOLDENS}) or the perf data are missing")
 
@@ -255,13 +257,18 @@ def test_numpy_round3_is_numpy_not_python():
 
 
 def test_parallel_labels():
-    assert parse_parallel(8) == (8, None, None, 1)
-    assert parse_parallel("tp8pp1dp1etpNoneepNone") == (8, None, None, 1)
-    assert parse_parallel("tp4pp1dp1etp1ep4cp1") == (4, 1, 4, 1)
-    assert parse_parallel("tp4pp1dp1etp1ep4", 1, 4) == (4, 1, 4, 1)
-    assert parse_parallel(4, 1, None) == (4, 1, None, 1)
-    assert parse_parallel("tp2pp1dp4etp1ep8") == (2, 1, 8, 4)  # attention dp: tp * dp = moe_tp * moe_ep
-    for bad, match in (("tp4pp2dp1etp1ep4", "pp = 2"), ("tp4pp1dp1etp1ep4cp2", "cp = 2"), ("4x", "neither")):
+    # (tp, moe_tp, moe_ep, dp, pp, cp)
+    assert parse_parallel(8) == (8, None, None, 1, 1, 1)
+    assert parse_parallel("tp8pp1dp1etpNoneepNone") == (8, None, None, 1, 1, 1)
+    assert parse_parallel("tp4pp1dp1etp1ep4cp1") == (4, 1, 4, 1, 1, 1)
+    assert parse_parallel("tp4pp1dp1etp1ep4", 1, 4) == (4, 1, 4, 1, 1, 1)
+    assert parse_parallel(4, 1, None) == (4, 1, None, 1, 1, 1)
+    assert parse_parallel("tp2pp1dp4etp1ep8") == (2, 1, 8, 4, 1, 1)  # attention dp: tp * dp = moe_tp * moe_ep
+    assert parse_parallel("tp4pp2dp1etp1ep4") == (4, 1, 4, 1, 2, 1)  # pipeline parallelism
+    assert parse_parallel("tp1pp1dp1etp1ep2cp2") == (1, 1, 2, 1, 1, 2)  # context parallelism, as the search prints it
+    p = parse_parallel("tp1pp2dp1etp2ep2cp4")
+    assert (p.tp, p.pp, p.dp, p.cp, p.moe_tp, p.moe_ep) == (1, 2, 1, 4, 2, 2)
+    for bad, match in (("tp4pp0dp1etp1ep4", "pp = 0"), ("tp4pp1dp1etp1ep4cp0", "cp = 0"), ("4x", "neither")):
         with pytest.raises(ValueError, match=match):
             parse_parallel(bad)
     with pytest.raises(ValueError, match="contradicts"):
@@ -275,12 +282,85 @@ def test_invalid_input_raises():
     model, db = "meta-llama/Meta-Llama-3.1-8B", "gb200/sglang/0.5.14"
     with pytest.raises(ValueError, match="batch"):
         estimate_agg(model, db, 8, 0, 1024, 128)
-    with pytest.raises(ValueError, match="pp = 2"):
-        estimate_agg(model, db, "tp8pp2dp1etpNoneepNone", 4, 1024, 128)
+    with pytest.raises(ValueError, match="pp = 0"):
+        estimate_agg(model, db, "tp8pp0dp1etpNoneepNone", 4, 1024, 128)
+    with pytest.raises(ValueError, match="sglang CP requires tp_size=1"):
+        estimate_agg(model, db, "tp8pp1dp1etpNoneepNonecp2", 4, 1024, 128)
     with pytest.raises(ValueError, match="isl must be greater than 0 after removing prefix, but got 0"):
         estimate_agg(model, db, 8, 4, 256, 128, 256)
     with pytest.raises(ValueError, match="isl must be greater than 0 after removing prefix"):
         estimate_disagg(model, db, 8, 1, 1, 8, 16, 1, 256, 128, 300)
+
+
+# ---- pipeline parallelism: the spec's pp goldens -----------------------------------------------
+
+
+def _pp_label(a: dict, side: str = "") -> str:
+    """The parallel label of a pp golden's arguments (a disagg side's own
+    value, else the shared one -- cli_estimate's defaulting; moe None = not given)."""
+
+    def get(key, default=None):
+        value = a.get(side + key)
+        if value is None and side:
+            value = a.get(key)
+        return default if value is None else value
+
+    def width(v):
+        return "None" if v is None else str(int(v))
+
+    return (f"tp{int(get('tp_size'))}pp{int(get('pp_size', 1))}dp{int(get('attention_dp_size', 1))}"
+            f"etp{width(get('moe_tp_size'))}ep{width(get('moe_ep_size'))}")  # fmt: skip
+
+
+def _pp_call(point) -> dict:
+    a = json.loads(point["args"])
+    if point["mode"] == "agg":
+        return dict(model=point["model"], db=point["db"], parallel=_pp_label(a), batch=a["batch_size"],
+                    isl=a["isl"], osl=a["osl"], prefix=a.get("prefix"), ctx_tokens=a.get("ctx_tokens"))  # fmt: skip
+    return dict(model=point["model"], db=point["db"], prefill_parallel=_pp_label(a, "prefill_"),
+                prefill_batch=a["prefill_batch_size"], prefill_workers=a["prefill_num_workers"],
+                decode_parallel=_pp_label(a, "decode_"), decode_batch=a["decode_batch_size"],
+                decode_workers=a["decode_num_workers"], isl=a["isl"], osl=a["osl"], prefix=a.get("prefix"))  # fmt: skip
+
+
+@pytest.mark.skipif(not PP_GOLDENS.is_file(), reason=f"the spec's pp goldens are not there ({PP_GOLDENS})")
+@needs_data
+def test_pp_goldens_bit_for_bit():
+    """Every point of serving_pp_goldens.parquet: agg to the float bit, disagg at the spec's
+    3 decimals (every field, as above), the OOM point the spec's message, the KV warning."""
+    points = pq.read_table(PP_GOLDENS).to_pylist()
+    counts = {"agg": {}, "disagg": {}}
+    failures, errors, warnings = [], [], 0
+    for point in points:
+        call = _pp_call(point)
+        fn = estimate_agg if point["mode"] == "agg" else estimate_disagg
+        if point["error"] is not None:
+            kind, message = point["error"].split(": ", 1)
+            got = fn(**call)
+            assert got["ttft_ms"] is None and got["reason"] is not None, (point["point_id"], got)
+            assert kind == "RuntimeError" and got["reason"] == message, (point["point_id"], got["reason"])
+            errors.append(point["point_id"])
+            continue
+        got = fn(**call, on_miss="error")
+        if point["mode"] == "agg":
+            _compare(point, got, AGG_KEYS, AGG_SKIP, counts["agg"], failures)
+            assert got["warning"] == point["kv_cache_warning"], point["point_id"]
+            warnings += got["warning"] is not None
+        else:
+            _compare(point, got, DISAGG_KEYS, DISAGG_SKIP, counts["disagg"], failures)
+    for mode in ("agg", "disagg"):
+        _report(f"pp goldens, {mode}", counts[mode])
+    print(f"  error points: {errors}; KV-cache warnings: {warnings}")
+    assert not failures, "\n".join(failures[:20])
+    n_agg = sum(p["mode"] == "agg" and p["error"] is None for p in points)
+    n_disagg = sum(p["mode"] == "disagg" for p in points)
+    assert counts["agg"]["ttft_ms"] == [n_agg, 0] and counts["agg"]["memory_gib"] == [n_agg, 0]
+    assert counts["disagg"]["ttft_ms"] == [n_disagg, 0] and counts["disagg"]["decode_memory_gib"] == [n_disagg, 0]
+    pps = set()
+    for p in points:
+        a = json.loads(p["args"])
+        pps |= {a.get(k) for k in ("pp_size", "prefill_pp_size", "decode_pp_size")}
+    assert {2, 4} <= pps  # pipeline parallelism for real
 
 
 # ---- SQL: the Python path registered next to the Rust one ---------------------------------------

@@ -227,7 +227,7 @@ def test_engine_step_tables_agree_row_for_row(ctx, case, phase):
 
 
 def test_py_engine_step_rejects_bad_calls(ctx):
-    with pytest.raises(Exception, match="7, 9 or 10 arguments"):
+    with pytest.raises(Exception, match="7, 9, 10, 11 or 12 arguments"):
         ctx.sql("SELECT * FROM py_engine_step('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 'context', 8)").collect()
     with pytest.raises(Exception, match="unknown phase"):
         ctx.sql("SELECT * FROM py_engine_step('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 'decode', 8, 1, 1, 2)").collect()

@@ -30,7 +30,7 @@ pub mod version_dirs;
 pub use cache::{CacheStats, TableCache};
 pub use discovery::{DataRoot, DataTree, DocFile, Layout, PerfFile, RELEASE_MARKER, Release};
 pub use error::{Result, TablesError};
-pub use gemm::{GemmMiss, GemmSource, GemmTable, SourceRole, TraceStage, TraceStep};
+pub use gemm::{GemmMiss, GemmPlan, GemmSource, GemmTable, SourceRole, TraceStage, TraceStep};
 pub use model::{ModelConfig, read_model_config};
 pub use parquet::arrow::arrow_reader::ParquetRecordBatchReader as ParquetBatchReader;
 pub use pep440::Version;

@@ -55,6 +55,11 @@ fn compare(goldens: &[GemmGolden], shared: bool) -> (BTreeMap<String, Counts>, V
         let got = t.latency(g.m, g.n, g.k);
         let mut c = Counts::default();
         let shape = format!("{} {}/{} m={} n={} k={} ({})", g.row_id, t.db(), g.quant, g.m, g.n, g.k, g.class);
+        // The planned path (what a step uses) answers exactly as the query does.
+        let planned = t.latency_planned(&t.plan(g.n, g.k), g.m);
+        if planned.map(f64::to_bits) != got.map(f64::to_bits) {
+            failures.push(format!("{shape}: planned {planned:?} vs unplanned {got:?}"));
+        }
         match (expected, got) {
             (Some(want), Ok(have)) if want.to_bits() == have.to_bits() => c.bit_identical += 1,
             (Some(want), Ok(have)) if ((have - want) / want).abs() <= 1e-12 => {

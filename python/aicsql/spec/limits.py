@@ -11,7 +11,7 @@ MAX_BATCH = 65_536
 MAX_ISL = 2**24
 MAX_OSL = 2**20
 MAX_TOKENS = 2**32  # batch * isl of one context step
-MAX_PARALLEL = 4_096  # each of tp, moe_tp, moe_ep, dp
+MAX_PARALLEL = 4_096  # each of tp, moe_tp, moe_ep, dp, pp, cp
 
 __all__ = ["MAX_BATCH", "MAX_ISL", "MAX_OSL", "MAX_TOKENS", "MAX_PARALLEL", "check_step"]
 
@@ -22,12 +22,12 @@ def _check(name: str, value: int, limit: int) -> None:
 
 
 def check_step(tp: int, batch: int, isl: int, osl: int, moe_tp: Optional[int], moe_ep: Optional[int],
-               dp: Optional[int] = None) -> None:  # fmt: skip
+               dp: Optional[int] = None, pp: Optional[int] = None, cp: Optional[int] = None) -> None:  # fmt: skip
     """Raises ValueError for the first argument beyond its limit."""
     _check("batch", batch, MAX_BATCH)
     _check("isl", isl, MAX_ISL)
     _check("osl", osl, MAX_OSL)
     _check("batch * isl", batch * isl, MAX_TOKENS)
-    for name, value in (("tp", tp), ("moe_tp", moe_tp), ("moe_ep", moe_ep), ("dp", dp)):
+    for name, value in (("tp", tp), ("moe_tp", moe_tp), ("moe_ep", moe_ep), ("dp", dp), ("pp", pp), ("cp", cp)):
         if value is not None:
             _check(name, value, MAX_PARALLEL)

@@ -31,6 +31,26 @@ pub use resolve::GemmMiss;
 pub use sources::{GemmSource, SourceRole};
 pub use trace::{TraceStage, TraceStep};
 
+/// A GEMM shape's `(n, k)` prepared on one table ([`GemmTable::plan`]).
+#[derive(Debug, Clone)]
+pub struct GemmPlan {
+    n: i64,
+    k: i64,
+    /// `None` when the table has no rows or `(n, k)` is out of range:
+    /// [`GemmTable::latency_planned`] then answers as `latency` does.
+    kind: Option<resolve::PlanKind>,
+}
+
+impl GemmPlan {
+    pub fn n(&self) -> i64 {
+        self.n
+    }
+
+    pub fn k(&self) -> i64 {
+        self.k
+    }
+}
+
 /// The GEMM estimator of one database and quant mode.
 #[derive(Debug)]
 pub struct GemmTable {
@@ -117,6 +137,29 @@ impl GemmTable {
     #[inline]
     pub fn latency(&self, m: i64, n: i64, k: i64) -> Result<f64, GemmMiss> {
         self.resolve(m, n, k, &mut NoTrace)
+    }
+
+    /// The part of a query that does not depend on `m`, for an op that asks
+    /// for the same `(n, k)` at many `m` (a step's GEMM across batches):
+    /// whether `(n, k)` is a site, else the transfer candidates in rank order.
+    pub fn plan(&self, n: i64, k: i64) -> GemmPlan {
+        let kind = match &self.index {
+            Some(index) if valid_shape(0, n, k) => Some(index.plan(n, k)),
+            _ => None,
+        };
+        GemmPlan { n, k, kind }
+    }
+
+    /// [`latency`](Self::latency) at `m` and the planned `(n, k)`; the same
+    /// number, without finding the site or ranking candidates again.
+    #[inline]
+    pub fn latency_planned(&self, plan: &GemmPlan, m: i64) -> Result<f64, GemmMiss> {
+        match (&self.index, &plan.kind) {
+            (Some(index), Some(kind)) if valid_shape(m, plan.n, plan.k) => {
+                index.resolve_planned(kind, m, plan.n, plan.k)
+            }
+            _ => self.latency(m, plan.n, plan.k),
+        }
     }
 
     /// How [`latency`](Self::latency) arrives at its answer: the own-site

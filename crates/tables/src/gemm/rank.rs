@@ -56,10 +56,6 @@ impl TopSites {
     pub(crate) fn iter(&self) -> impl Iterator<Item = Candidate> + '_ {
         self.items[..self.len].iter().copied()
     }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 impl RankSink for TopSites {

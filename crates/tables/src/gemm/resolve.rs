@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::gemm::index::{K_TAIL, Site, SiteIndex, log2_coord};
+use crate::gemm::rank::Candidate;
 use crate::gemm::trace::{TraceStage, TraceStep, Tracer};
 use crate::pymath::py_square;
 
@@ -80,11 +81,17 @@ impl CurvePath {
     }
 }
 
+/// How a planned `(n, k)` resolves: its own site, or site transfer from
+/// these candidates (every site within `MAX_SITE_DISTANCE`, in rank order).
+#[derive(Debug, Clone)]
+pub(crate) enum PlanKind {
+    Own(usize),
+    Transfer(std::sync::Arc<[Candidate]>),
+}
+
 /// Query-side quantities shared by ranking and blending.
 pub(crate) struct Query {
     pub m: i64,
-    pub n: i64,
-    pub k: i64,
     pub log2_n: f64,
     pub log2_k: f64,
     /// Whether candidates must span m (false when no site does).
@@ -127,7 +134,7 @@ impl SiteIndex {
     }
 
     pub(crate) fn query(&self, m: i64, n: i64, k: i64) -> Query {
-        Query { m, n, k, log2_n: log2_coord(n), log2_k: log2_coord(k), require_cover: self.any_site_covers(m) }
+        Query { m, log2_n: log2_coord(n), log2_k: log2_coord(k), require_cover: self.any_site_covers(m) }
     }
 
     /// The estimate for a shape already checked to lie in the accepted
@@ -150,12 +157,54 @@ impl SiteIndex {
             }
             return usable(latency).ok_or(GemmMiss::InvalidLatency);
         }
-        self.transfer(&self.query(m, n, k), tracer)
+        let top = self.nearest_sites(&self.query(m, n, k));
+        self.transfer((m, n, k), top.iter(), tracer)
     }
 
-    fn transfer<T: Tracer>(&self, q: &Query, tracer: &mut T) -> Result<f64, GemmMiss> {
-        let top = self.nearest_sites(q);
-        if top.is_empty() {
+    /// As [`resolve`](Self::resolve) for a shape whose `(n, k)` was planned
+    /// (the shape already checked): the own site's curve, or the transfer
+    /// from the planned candidates that qualify at `m`.
+    pub(crate) fn resolve_planned(&self, plan: &PlanKind, m: i64, n: i64, k: i64) -> Result<f64, GemmMiss> {
+        match plan {
+            PlanKind::Own(id) => {
+                let (latency, _) = self.curve_at(&self.sites[*id], m);
+                usable(latency).ok_or(GemmMiss::InvalidLatency)
+            }
+            PlanKind::Transfer(ranked) => {
+                // The top NN_SITES of the ranked list among the sites that may
+                // enter at m (those spanning m, when any site does): what
+                // ranking the query afresh keeps.
+                let require_cover = self.any_site_covers(m);
+                let eligible =
+                    ranked.iter().copied().filter(|c| !require_cover || self.covers(c.site as usize, m)).take(NN_SITES);
+                self.transfer((m, n, k), eligible, &mut crate::gemm::trace::NoTrace)
+            }
+        }
+    }
+
+    /// What [`resolve_planned`](Self::resolve_planned) needs for `(n, k)`.
+    pub(crate) fn plan(&self, n: i64, k: i64) -> PlanKind {
+        if let Some(id) = self.find_site(n, k) {
+            return PlanKind::Own(id);
+        }
+        // Every candidate within reach, whatever m: rank order is (distance,
+        // site), which does not depend on m; which of them qualify does.
+        let q = Query { m: 0, log2_n: log2_coord(n), log2_k: log2_coord(k), require_cover: false };
+        let mut all: Vec<Candidate> = Vec::new();
+        self.rank(&q, MAX_SITE_DISTANCE, &mut all);
+        all.sort_by(|a, b| a.dist.total_cmp(&b.dist).then(a.site.cmp(&b.site)));
+        PlanKind::Transfer(all.into())
+    }
+
+    /// Site transfer at `(m, n, k)` from `top`, the chosen candidates in rank order.
+    fn transfer<T: Tracer>(
+        &self,
+        (m, n, k): (i64, i64, i64),
+        top: impl Iterator<Item = Candidate>,
+        tracer: &mut T,
+    ) -> Result<f64, GemmMiss> {
+        let mut top = top.peekable();
+        if top.peek().is_none() {
             return Err(GemmMiss::NoSiteWithinDistance);
         }
         // Sums run in rank order; each term is w * (sol / lat), the util taken
@@ -163,22 +212,22 @@ impl SiteIndex {
         let (mut weighted, mut weights, mut used) = (0.0, 0.0, 0usize);
         // Neighbours nearly always share one m list: locate m in it once.
         let mut located: Option<(usize, Result<usize, usize>)> = None;
-        for (rank, candidate) in top.iter().enumerate() {
+        for (rank, candidate) in top.enumerate() {
             let site = &self.sites[candidate.site as usize];
             let position = match located {
                 Some((list, position)) if list == site.m_list => position,
                 _ => {
-                    let position = self.locate(site.m_list, q.m);
+                    let position = self.locate(site.m_list, m);
                     located = Some((site.m_list, position));
                     position
                 }
             };
-            let (latency, path) = self.curve_at_located(site, q.m, position);
+            let (latency, path) = self.curve_at_located(site, m, position);
             let ok = usable(latency).is_some();
             if !ok && !T::ON {
                 continue;
             }
-            let site_sol = path.sol().unwrap_or_else(|| self.sol.latency_ms(q.m, site.n, site.k));
+            let site_sol = path.sol().unwrap_or_else(|| self.sol.latency_ms(m, site.n, site.k));
             let weight = 1.0 / (py_square(candidate.dist) + 1e-12);
             let util = site_sol / latency;
             if ok {
@@ -187,7 +236,7 @@ impl SiteIndex {
                 used += 1;
             }
             if T::ON {
-                let mut step = site_step(self, candidate.site as usize, TraceStage::Transfer, q.m);
+                let mut step = site_step(self, candidate.site as usize, TraceStage::Transfer, m);
                 step.distance = Some(candidate.dist);
                 step.rank = Some(rank as u32 + 1);
                 step.selected = ok;
@@ -206,7 +255,7 @@ impl SiteIndex {
         if used == 0 {
             return Err(GemmMiss::NoUsableNeighbour);
         }
-        let result = self.sol.latency_ms(q.m, q.n, q.k) / (weighted / weights);
+        let result = self.sol.latency_ms(m, n, k) / (weighted / weights);
         usable(result).ok_or(GemmMiss::InvalidLatency)
     }
 }

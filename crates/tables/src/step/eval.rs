@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::discovery::DataTree;
 use crate::error::{ErrorClass, TablesError};
-use crate::gemm::GemmTable;
+use crate::gemm::{GemmPlan, GemmTable};
 use crate::grid::GridPath;
 use crate::kernels::{
     AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextMlaModuleTable, ContextMlaTable, CtxAttnQuery,
@@ -71,6 +71,12 @@ pub(crate) struct Tables<'a> {
     shared: bool,
     pub sol: OpSol,
     gemm: Vec<(GemmQuant, Arc<GemmTable>)>,
+    /// The GEMM ops' `(n, k)` planned on their table, found by linear scan
+    /// (a model has a handful of GEMM shapes).
+    gemm_plans: Vec<(GemmQuant, GemmPlan)>,
+    /// Whether op values carry their interpolation path (a report's rows
+    /// show it; totals do not need it).
+    pub paths: bool,
     context: Option<Arc<ContextAttentionTable>>,
     generation: Option<Arc<GenerationAttentionTable>>,
     allreduce: Option<Arc<AllReduceTable>>,
@@ -207,6 +213,8 @@ impl<'a> Tables<'a> {
             shared,
             sol: *sol,
             gemm,
+            gemm_plans: Vec::new(),
+            paths: false,
             context: None,
             generation: None,
             allreduce: None,
@@ -517,7 +525,15 @@ impl<'a> Tables<'a> {
     fn gemm(&mut self, quant: GemmQuant, m: i64, n: i64, k: i64, at: At) -> Result<OpValue, StepError> {
         let lookup = Lookup::Gemm { m, n, k, quant };
         let table = self.gemm_table(quant).map_err(|e| load_failure(e, at.name, lookup))?;
-        let latency = table.latency(m, n, k).map_err(|miss| StepError::Miss {
+        let planned = self.gemm_plans.iter().position(|(q, p)| *q == quant && p.n() == n && p.k() == k);
+        let plan = match planned {
+            Some(i) => &self.gemm_plans[i].1,
+            None => {
+                self.gemm_plans.push((quant, table.plan(n, k)));
+                &self.gemm_plans[self.gemm_plans.len() - 1].1
+            }
+        };
+        let latency = table.latency_planned(plan, m).map_err(|miss| StepError::Miss {
             op: (at.name)(),
             lookup: Some(Box::new(lookup)),
             message: table.miss_message(miss, m, n, k),
@@ -525,7 +541,7 @@ impl<'a> Tables<'a> {
         Ok(OpValue {
             per_app: latency,
             lookup: Some(lookup),
-            path: table.interp_path(m, n, k).map(Path::Named),
+            path: if self.paths { table.interp_path(m, n, k).map(Path::Named) } else { None },
             source: "silicon",
         })
     }

@@ -120,6 +120,10 @@ struct Prepared {
     /// The per-name entries' op names (without the phase), in order: one
     /// share per step's `PhaseSums`, not a copy.
     names: Arc<[&'static str]>,
+    /// Per op: its value depends on the sequence length (see
+    /// [`ops::Op::reads_sequence`]); the others are priced once per
+    /// generation pass.
+    reads_sequence: Vec<bool>,
 }
 
 impl Prepared {
@@ -136,7 +140,8 @@ impl Prepared {
                 }
             })
             .collect();
-        Prepared { key, quants, ops, subs, slots, names: first.into() }
+        let reads_sequence = ops.iter().map(|op| op.reads_sequence(&subs)).collect();
+        Prepared { key, quants, ops, subs, slots, names: first.into(), reads_sequence }
     }
 }
 
@@ -467,6 +472,7 @@ fn phase_sums<S: Sink>(
     sink: &mut S,
 ) -> Result<[f64; MAX_OPS], StepError> {
     let prefix = phase.prefix();
+    tables.paths = S::ROWS;
     let (batch, isl) = (i64::from(q.batch), i64::from(q.isl));
     let row = |index: usize, op: &Op, v: &eval::OpValue, total: f64| OpRow {
         row_kind: RowKind::Op,
@@ -515,6 +521,9 @@ fn phase_sums<S: Sink>(
             // gen[name] += step[name] * repeat over the samples in order, and
             // the per-name sums in first-appearance order (docs/spec 9.3).
             let mut acc = [0.0f64; MAX_OPS];
+            // The ops that do not read `s` give the same value at every
+            // sample (same inputs, same arithmetic): priced at the first.
+            let mut shared: [Option<eval::OpValue>; MAX_OPS] = [None; MAX_OPS];
             let decode_steps = q.osl.saturating_sub(1);
             for i in (0..decode_steps).step_by(GEN_STRIDE as usize) {
                 let repeat = GEN_STRIDE.min(decode_steps - i);
@@ -523,8 +532,18 @@ fn phase_sums<S: Sink>(
                 // The report's per-step total: the op rows' plain sum.
                 let mut step_total = 0.0;
                 for (index, op) in prep.ops.iter().enumerate() {
-                    let name = || format!("{prefix}_{}", op.base);
-                    let v = tables.eval(op, &prep.subs, At { name: &name, x: batch, batch, s, prefix: 0, cp: 1 })?;
+                    let v = match shared[index] {
+                        Some(v) => v,
+                        None => {
+                            let name = || format!("{prefix}_{}", op.base);
+                            let at = At { name: &name, x: batch, batch, s, prefix: 0, cp: 1 };
+                            let v = tables.eval(op, &prep.subs, at)?;
+                            if !prep.reads_sequence[index] {
+                                shared[index] = Some(v);
+                            }
+                            v
+                        }
+                    };
                     let total = v.per_app * op.count;
                     step_total += total;
                     step[prep.slots[index]] += total;

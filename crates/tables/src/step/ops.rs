@@ -143,6 +143,36 @@ pub(crate) struct OpList {
     pub subs: Vec<Op>,
 }
 
+impl Op {
+    /// Whether the op's value depends on the step's sequence length (`s`,
+    /// `prefix`): the attention ops, and composites holding one. The others
+    /// depend on the token count and batch only, so the sampled decode steps
+    /// of a generation pass (same batch, growing `s`) share their values.
+    pub fn reads_sequence(&self, subs: &[Op]) -> bool {
+        match self.spec {
+            OpSpec::ContextAttention { .. }
+            | OpSpec::GenerationAttention { .. }
+            | OpSpec::MlaModule { .. }
+            | OpSpec::ContextMla { .. }
+            | OpSpec::GenerationMla { .. } => true,
+            OpSpec::Fallback { primary, fallback } => {
+                subs[primary].reads_sequence(subs)
+                    || subs[fallback.0..fallback.1].iter().any(|o| o.reads_sequence(subs))
+            }
+            OpSpec::Overlap { a, b } => subs[a.0..a.1].iter().chain(&subs[b.0..b.1]).any(|o| o.reads_sequence(subs)),
+            OpSpec::Embedding { .. }
+            | OpSpec::ElementWise { .. }
+            | OpSpec::Gemm { .. }
+            | OpSpec::AllReduce { .. }
+            | OpSpec::P2P { .. }
+            | OpSpec::CpAllGather { .. }
+            | OpSpec::Moe { .. }
+            | OpSpec::MoeDispatch { .. }
+            | OpSpec::MlaBmm { .. } => false,
+        }
+    }
+}
+
 impl OpList {
     fn plain(ops: Vec<Op>) -> OpList {
         OpList { ops, subs: Vec::new() }

@@ -9,13 +9,18 @@ SQL (the Rust functions' contract, which the batch functions follow)::
                     decode_parallel, decode_batch, decode_workers, isl, osl
                     [, prefix [, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep]])
 
-``parallel`` is an integer tp (pp = dp = 1; the moe arguments apply) or the
-spec's label ``tp{tp}pp{pp}dp{dp}etp{moe_tp|None}ep{moe_ep|None}`` (an
-optional trailing ``cp1``); a moe argument that disagrees with the label --
-a number where the label says another number or ``None`` -- is an error.
-Attention dp > 1 (``tp * dp = moe_tp * moe_ep``) is priced for the MOE
-family (Qwen3-MoE, Mixtral, GPT-OSS, MiniMax-M2, ...) and refused for the
-others naming the family; pp > 1 and cp > 1 are refused by name.
+``parallel`` is an integer tp (pp = dp = cp = 1; the moe arguments apply) or
+the spec's label ``tp{tp}pp{pp}dp{dp}etp{moe_tp|None}ep{moe_ep|None}`` with
+an optional trailing ``cp{cp}`` (how the spec's frames print a layout); a moe
+argument that disagrees with the label -- a number where the label says
+another number or ``None`` -- is an error. Attention dp > 1 (``tp * dp * cp
+= moe_tp * moe_ep``) is priced for the MOE family (Qwen3-MoE, Mixtral,
+GPT-OSS, MiniMax-M2, ...) and refused for the others naming the family.
+Pipeline parallelism (pp > 1) is priced for every family. Context
+parallelism (cp > 1: sglang's prefill CP) is priced where the spec has it --
+sglang, with tp = 1 and attention dp = 1 -- and refused elsewhere with the
+spec's reason (``cli_estimate`` has no cp argument: cp reaches an estimate
+through the label, as the search frames print it).
 
 A NULL required argument gives a NULL struct; NULL prefix = 0, NULL
 ctx_tokens = isl. A perf-data miss or an OOM gives a struct whose fields are
@@ -32,7 +37,7 @@ take the same arguments as keywords and return the struct as a dict.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
@@ -60,6 +65,7 @@ __all__ = [
     "estimate_memory",
     "estimate_memory_batch",
     "parse_parallel",
+    "ParallelArg",
 ]
 
 _F, _I, _S, _B = pa.float64(), pa.int64(), pa.utf8(), pa.bool_()
@@ -92,7 +98,7 @@ MEMORY_SCHEMA = _schema(
 def _side(prefix: str) -> List[Tuple[str, pa.DataType]]:
     return (
         [(prefix + "parallel", _S)]
-        + [(prefix + n, _I) for n in ("tp", "pp", "dp", "moe_tp", "moe_ep", "bs", "global_bs", "workers")]
+        + [(prefix + n, _I) for n in ("tp", "pp", "dp", "cp", "moe_tp", "moe_ep", "bs", "global_bs", "workers")]
         + [(prefix + "seq_per_s_per_worker", _F), (prefix + "memory_gib", _F)]
         + [(prefix + n, _S) for n in ("gemm", "kvcache", "fmha", "moe")]
     )
@@ -113,28 +119,38 @@ DISAGG_SCHEMA = _schema(
 _LABEL = re.compile(r"tp(\d+)pp(\d+)dp(\d+)etp(\d+|None)ep(\d+|None)(?:cp(\d+))?\Z")
 
 
-def parse_parallel(parallel, moe_tp=None, moe_ep=None, name: str = "parallel"
-                   ) -> Tuple[int, Optional[int], Optional[int], int]:  # fmt: skip
-    """(tp, moe_tp, moe_ep, dp) of a ``parallel`` argument and the moe
-    arguments (dp = 1 for an integer tp)."""
+class ParallelArg(NamedTuple):
+    """A parsed ``parallel`` argument: the widths the estimate is asked for."""
+
+    tp: int
+    moe_tp: Optional[int]
+    moe_ep: Optional[int]
+    dp: int = 1
+    pp: int = 1
+    cp: int = 1
+
+
+def parse_parallel(parallel, moe_tp=None, moe_ep=None, name: str = "parallel") -> ParallelArg:
+    """(tp, moe_tp, moe_ep, dp, pp, cp) of a ``parallel`` argument and the
+    moe arguments (dp = pp = cp = 1 for an integer tp). pp, dp and cp are
+    validated by the layout (`resolve_parallel`), naming them."""
     moe_tp = _int_arg(name.replace("parallel", "moe_tp"), moe_tp, optional=True)
     moe_ep = _int_arg(name.replace("parallel", "moe_ep"), moe_ep, optional=True)
     if isinstance(parallel, str):
         text = parallel.strip()
         if text.isdigit():
-            return int(text), moe_tp, moe_ep, 1
+            return ParallelArg(int(text), moe_tp, moe_ep)
         m = _LABEL.match(text)
         if m is None:
             raise ValueError(
                 f"{name} = {parallel!r} is neither a tp (integer) nor the spec's parallel label "
-                "'tp{tp}pp{pp}dp{dp}etp{moe_tp|None}ep{moe_ep|None}' (e.g. 'tp8pp1dp1etp1ep8')"
+                "'tp{tp}pp{pp}dp{dp}etp{moe_tp|None}ep{moe_ep|None}[cp{cp}]' (e.g. 'tp8pp1dp1etp1ep8')"
             )
         tp, pp, dp = int(m.group(1)), int(m.group(2)), int(m.group(3))
         cp = int(m.group(6)) if m.group(6) is not None else 1
-        if pp != 1:
-            raise ValueError(f"unsupported: pp = {pp} in {name} = {parallel!r} (pipeline parallelism; pp must be 1)")
-        if cp != 1:
-            raise ValueError(f"unsupported: cp = {cp} in {name} = {parallel!r} (context parallelism; cp must be 1)")
+        for dim, value in (("pp", pp), ("dp", dp), ("cp", cp)):
+            if value < 1:
+                raise ValueError(f"{dim} = {value} in {name} = {parallel!r} must be a positive integer")
         resolved = []
         for arg_name, label_text, arg in (("moe_tp", m.group(4), moe_tp), ("moe_ep", m.group(5), moe_ep)):
             label_value = None if label_text == "None" else int(label_text)
@@ -142,8 +158,8 @@ def parse_parallel(parallel, moe_tp=None, moe_ep=None, name: str = "parallel"
                 raise ValueError(f"{arg_name} = {arg} contradicts {name} = {parallel!r} "
                                  f"({'etp' if arg_name == 'moe_tp' else 'ep'}{label_text})")  # fmt: skip
             resolved.append(label_value)
-        return tp, resolved[0], resolved[1], dp
-    return _int_arg(name, parallel), moe_tp, moe_ep, 1
+        return ParallelArg(tp, resolved[0], resolved[1], dp, pp, cp)
+    return ParallelArg(_int_arg(name, parallel), moe_tp, moe_ep)
 
 
 def _positive(name: str, v) -> int:
@@ -166,7 +182,7 @@ class _Agg:
     """The arguments of one aggregated point, validated."""
 
     def __init__(self, model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep):
-        self.tp, self.moe_tp, self.moe_ep, self.dp = parse_parallel(parallel, moe_tp, moe_ep)
+        self.tp, self.moe_tp, self.moe_ep, self.dp, self.pp, self.cp = parse_parallel(parallel, moe_tp, moe_ep)
         self.batch = _positive("batch", batch)
         self.isl = _positive("isl", isl)
         self.osl = _positive("osl", osl)
@@ -178,11 +194,11 @@ class _Agg:
         if self.ctx_tokens > MAX_ISL:
             raise ValueError(f"ctx_tokens = {self.ctx_tokens} exceeds the limit of {MAX_ISL} "
                              "(aicsql bounds the work of one call)")  # fmt: skip
-        check_step(self.tp, self.batch, self.isl, self.osl, self.moe_tp, self.moe_ep, self.dp)
+        check_step(self.tp, self.batch, self.isl, self.osl, self.moe_tp, self.moe_ep, self.dp, self.pp, self.cp)
 
 
 def _agg(ctx: StepContext, a: _Agg):
-    layout = resolve_layout(ctx, a.tp, a.moe_tp, a.moe_ep, a.dp)
+    layout = resolve_layout(ctx, a.tp, a.moe_tp, a.moe_ep, a.dp, a.pp, a.cp)
     return agg_estimate(ctx, layout, a.batch, a.isl, a.osl, a.prefix, a.ctx_tokens)
 
 
@@ -190,7 +206,7 @@ def _agg_row(ctx: StepContext, a: _Agg) -> dict:
     """The estimate_agg struct (ServingMiss on a miss or OOM)."""
     result = _agg(ctx, a)
     if result.oom:
-        raise ServingMiss(oom_message_agg(ctx.model.name, ctx.db.system, a.tp, a.dp), "oom")
+        raise ServingMiss(oom_message_agg(ctx.model.name, ctx.db.system, a.tp, a.dp, a.pp), "oom")
     return result.row
 
 
@@ -213,10 +229,8 @@ def _memory_row(ctx: StepContext, a: _Agg) -> dict:
 class _Disagg:
     def __init__(self, model, db, p_parallel, p_batch, p_workers, d_parallel, d_batch, d_workers, isl, osl, prefix,
                  p_moe_tp, p_moe_ep, d_moe_tp, d_moe_ep):  # fmt: skip
-        self.p_tp, self.p_moe_tp, self.p_moe_ep, self.p_dp = parse_parallel(p_parallel, p_moe_tp, p_moe_ep,
-                                                                            "prefill_parallel")
-        self.d_tp, self.d_moe_tp, self.d_moe_ep, self.d_dp = parse_parallel(d_parallel, d_moe_tp, d_moe_ep,
-                                                                            "decode_parallel")
+        self.prefill = parse_parallel(p_parallel, p_moe_tp, p_moe_ep, "prefill_parallel")
+        self.decode = parse_parallel(d_parallel, d_moe_tp, d_moe_ep, "decode_parallel")
         self.p_batch = _positive("prefill_batch", p_batch)
         self.p_workers = _positive("prefill_workers", p_workers)
         self.d_batch = _positive("decode_batch", d_batch)
@@ -224,13 +238,13 @@ class _Disagg:
         self.isl = _positive("isl", isl)
         self.osl = _positive("osl", osl)
         self.prefix = _prefix(prefix)
-        check_step(self.p_tp, self.p_batch, self.isl, self.osl, self.p_moe_tp, self.p_moe_ep, self.p_dp)
-        check_step(self.d_tp, self.d_batch, self.isl, self.osl, self.d_moe_tp, self.d_moe_ep, self.d_dp)
+        for par, batch in ((self.prefill, self.p_batch), (self.decode, self.d_batch)):
+            check_step(par.tp, batch, self.isl, self.osl, par.moe_tp, par.moe_ep, par.dp, par.pp, par.cp)
 
 
 def _disagg_row(ctx: StepContext, a: _Disagg) -> dict:
-    prefill = resolve_layout(ctx, a.p_tp, a.p_moe_tp, a.p_moe_ep, a.p_dp)
-    decode = resolve_layout(ctx, a.d_tp, a.d_moe_tp, a.d_moe_ep, a.d_dp)
+    prefill = resolve_layout(ctx, *a.prefill)
+    decode = resolve_layout(ctx, *a.decode)
     return disagg_estimate(ctx, prefill, a.p_batch, a.p_workers, decode, a.d_batch, a.d_workers, a.isl, a.osl,
                            a.prefix)  # fmt: skip
 

@@ -40,12 +40,28 @@ Static steps (``run_static``, disaggregated workers)
     rounded like ``DataFrame.round(3)`` (`numpy_round3`) before the rate
     matching reads it, and the disaggregated row is rounded again.
 
-Attention dp (MOE family; ``tp * dp = moe_tp * moe_ep``): the steps run
+Attention dp (MOE family; ``tp * dp * cp = moe_tp * moe_ep``): the steps run
 at the layout's dp (the experts see ``x * dp`` tokens, the dispatches
 gather / scatter over all ``tp * dp`` GPUs); ``run_agg`` scales the output
 throughput and the concurrency by ``pp * dp``, ``run_static`` the global
 batch by dp, and the per-GPU values divide by ``tp * pp * dp * cp``; the
 memory model's MoE workspace (not paid by MOE) scales by dp.
+
+Pipeline parallelism (pp): the steps price every layer plus ``pp - 1`` P2P
+hand-offs; the memory model divides the weights (not the KV cache) by pp;
+``run_agg`` multiplies the throughput and the concurrency by ``pp * dp`` and
+divides the per-GPU values by ``pp * tp * dp * cp``; ``run_static``
+multiplies its requests/s by pp and divides the per-GPU values by ``tp *
+pp * dp``; the agg OOM message names pp.
+
+Context parallelism (cp > 1, sglang with tp = dp = 1): the context ops split
+their tokens over the cp ranks (`aicsql.spec.step.ops`), the decode ops do
+not; the label gains ``cp{cp}``; ``run_agg`` counts ``tp * pp * dp * cp``
+GPUs and divides its per-GPU values by cp too; ``run_static`` counts cp in
+its worker's GPUs but divides by ``tp * pp * dp`` only; the disaggregated
+row's GPU count is the spec's ``pp * tp * dp`` per worker, cp not included
+(``_build_disagg_summary_dict``). The KV cache is not divided by cp
+(``_cp_kv_memory_divisor`` is 1).
 
 Misses (``StepMiss``) and OOM are `ServingMiss`; bad input is ValueError.
 
@@ -137,16 +153,27 @@ class Layout(NamedTuple):
         return self.par.attention_dp
 
     @property
+    def pp(self) -> int:
+        return self.par.pp
+
+    @property
+    def cp(self) -> int:
+        return self.par.cp
+
+    @property
     def label(self) -> str:
-        return f"tp{self.tp}pp1dp{self.dp}etp{self.moe_tp}ep{self.moe_ep}"
+        cp = self.cp
+        return f"tp{self.tp}pp{self.pp}dp{self.dp}etp{self.moe_tp}ep{self.moe_ep}" + (f"cp{cp}" if cp > 1 else "")
 
 
-def resolve_layout(ctx: StepContext, tp: int, moe_tp: Optional[int], moe_ep: Optional[int], dp: int = 1) -> Layout:
+def resolve_layout(ctx: StepContext, tp: int, moe_tp: Optional[int], moe_ep: Optional[int], dp: int = 1,
+                   pp: int = 1, cp: int = 1) -> Layout:  # fmt: skip
     """``_resolve_moe_parallelism``: a MoE model infers its missing width from
-    ``tp * dp`` (both missing is an error); a dense model keeps what it was
-    given. Attention dp > 1: the MOE family only (`resolve_parallel`)."""
+    ``tp * dp * cp`` (both missing is an error); a dense model keeps what it
+    was given. Attention dp > 1: the MOE family only; cp > 1: sglang only,
+    with tp = dp = 1 (`resolve_parallel`)."""
     model = ctx.model
-    par = resolve_parallel(model, ctx.db.backend, tp, moe_tp, moe_ep, dp)
+    par = resolve_parallel(model, ctx.db.backend, tp, moe_tp, moe_ep, dp, pp, cp)
     if ctx.db.backend == "trtllm":
         check_trtllm_alltoall(ctx.kernels.system, par.moe_tp, par.attention_dp)
     if model.is_moe:
@@ -199,8 +226,8 @@ class _Worker:
         lay = layout
         moe_tp = lay.par.moe_tp if ctx.model.is_moe else None
         moe_ep = lay.par.moe_ep if ctx.model.is_moe else None
-        _, self.q_ctx, self.ops_ctx = ctx.layout("context", lay.tp, moe_tp, moe_ep, lay.dp)
-        _, self.q_gen, self.ops_gen = ctx.layout("generation", lay.tp, moe_tp, moe_ep, lay.dp)
+        _, self.q_ctx, self.ops_ctx = ctx.layout("context", lay.tp, moe_tp, moe_ep, lay.dp, lay.pp, lay.cp)
+        _, self.q_gen, self.ops_gen = ctx.layout("generation", lay.tp, moe_tp, moe_ep, lay.dp, lay.pp, lay.cp)
         # The quant modes the estimate reports: the context-role FMHA guard for
         # agg and prefill workers, the checkpoint's (and vllm's) for decode.
         self.quants: PhaseQuants = self.q_ctx if report_phase == "context" else self.q_gen
@@ -219,7 +246,7 @@ class _Worker:
         return memory_usage(
             self.backend, self.ctx.kernels.system, self.ctx.model, self.weights, self.kv_elements, self.kv_bytes,
             lay.tp, lay.par.moe_ep, batch_size, beam_width, isl, osl, num_tokens=num_tokens, prefix=prefix,
-            max_seq_len=max_seq_len, attention_dp=lay.dp,
+            max_seq_len=max_seq_len, pp=lay.pp, attention_dp=lay.dp,
         )  # fmt: skip
 
     def quant_fields(self, prefix: str = "") -> dict:
@@ -291,10 +318,10 @@ class AggResult(NamedTuple):
     kv_warning: Optional[str]
 
 
-def oom_message_agg(model: str, system: str, tp: int, dp: int = 1) -> str:
+def oom_message_agg(model: str, system: str, tp: int, dp: int = 1, pp: int = 1) -> str:
     return (
         f"OOM: the model '{model}' does not fit in GPU memory on system '{system}' "
-        f"with the given parallelism (tp={tp}, pp=1, dp={dp}). "
+        f"with the given parallelism (tp={tp}, pp={pp}, dp={dp}). "
         "Try increasing tp_size/pp_size, using a quantized model, or "
         "using a system with more VRAM per GPU."
     )
@@ -361,7 +388,7 @@ def agg_estimate(ctx: StepContext, layout: Layout, b: int, isl: int, osl: int, p
     if b == 1:
         num_ctx_requests = 1
         num_gen_requests = 1
-    pp = cp = 1
+    pp, cp = layout.pp, layout.cp
     dp = layout.dp
     scale_factor = pp * dp
     output_throughput = output_throughput * scale_factor
@@ -468,7 +495,7 @@ def _static_row(w: _Worker, mode: str, batch: int, isl: int, osl: int, prefix: i
     encoder_latency = 0
     context_latency = sum(latency.values())
     generation_latency = sum(generation_dict.values())
-    pp = 1
+    pp = w.layout.pp
     dp = w.layout.dp
     tp = w.layout.tp
     global_bs = batch * dp
@@ -530,6 +557,8 @@ def disagg_estimate(
         p["seq/s"] * prefill_workers * RATE_MATCHING_PREFILL_DEGRADATION_FACTOR,
         d["seq/s"] * decode_workers * RATE_MATCHING_DECODE_DEGRADATION_FACTOR,
     )
+    # _build_disagg_summary_dict: pp * tp * dp per worker -- cp is not counted here
+    # (the worker rows' own num_total_gpus, tp * pp * dp * cp, only steer the search).
     prefill_gpus = p["pp"] * p["tp"] * p["dp"]
     decode_gpus = d["pp"] * d["tp"] * d["dp"]
     num_total_gpus = prefill_gpus * prefill_workers + decode_gpus * decode_workers
@@ -561,6 +590,7 @@ def disagg_estimate(
         lay = w.layout
         row.update({
             side + "parallel": lay.label, side + "tp": r["tp"], side + "pp": r["pp"], side + "dp": r["dp"],
+            side + "cp": lay.cp,
             side + "moe_tp": lay.moe_tp, side + "moe_ep": lay.moe_ep, side + "bs": r["bs"],
             side + "global_bs": r["global_bs"], side + "workers": workers, side + "seq_per_s_per_worker": r["seq/s"],
             side + "memory_gib": r["memory"], **w.quant_fields(side),

@@ -66,7 +66,7 @@ def memory_usage(
 ) -> Dict[str, float]:
     """The spec's memory dict (GiB): total, weights, activations, kvcache, nccl, others.
 
-    ``weights``: `StepContext.weights` of the context op list (bytes, pp = 1);
+    ``weights``: `StepContext.weights` of the context op list (bytes, before the `/ pp`);
     ``kv_bytes``: the KV cache quant mode's bytes per element."""
     weights = weights / pp
     h = model.heads * model.head_dim

@@ -14,9 +14,13 @@ or checkpoint, tp not dividing the heads, an inconsistent MoE layout --
 always raises ValueError naming it. NULL in gives NULL out (``moe_tp`` /
 ``moe_ep`` NULL just means "not given", ``dp`` NULL is 1).
 
-``dp`` (the attention data parallelism, optional everywhere: a keyword of
-the plain functions, a trailing array / argument of the batch forms) is
-priced for the MOE family: ``tp * dp = moe_tp * moe_ep``.
+``dp`` (the attention data parallelism), ``pp`` (pipeline stages) and ``cp``
+(context parallelism) are optional everywhere: keywords of the plain
+functions, trailing arrays / arguments of the batch forms, in that order
+(NULL = 1). dp > 1 is priced for the MOE family (``tp * dp * cp = moe_tp *
+moe_ep``); pp prices the stages' P2P hand-offs (every layer stays in the
+step); cp > 1 is sglang's prefill context parallelism (tp = dp = 1; context
+ops only), refused on the other backends as the spec refuses it.
 
 ``engine_step`` returns the full breakdown (the goldens' rows), and
 ``step_latency`` the phase's number: TTFT for 'context', TPOT for
@@ -68,10 +72,12 @@ def _phase(phase) -> str:
 
 
 def _run(tree: DataTree, database: Database, shared: bool, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
-         dp=None):  # fmt: skip
+         dp=None, pp=None, cp=None):  # fmt: skip
     ctx = step_context(tree, model, database, shared)
     ph = _phase(phase)
     dp = _int_arg("dp", dp, optional=True)
+    pp = _int_arg("pp", pp, optional=True)
+    cp = _int_arg("cp", cp, optional=True)
     result = ctx.run(
         ph,
         _int_arg("tp", tp),
@@ -81,6 +87,8 @@ def _run(tree: DataTree, database: Database, shared: bool, model, phase, tp, bat
         _int_arg("moe_tp", moe_tp, optional=True),
         _int_arg("moe_ep", moe_ep, optional=True),
         dp=1 if dp is None else dp,
+        pp=1 if pp is None else pp,
+        cp=1 if cp is None else cp,
     )
     return ctx, ph, result
 
@@ -97,6 +105,8 @@ def engine_step(
     moe_ep: Optional[int] = None,
     *,
     dp: int = 1,
+    pp: int = 1,
+    cp: int = 1,
     shared_layer: bool = True,
     data=None,
 ) -> dict:
@@ -111,7 +121,7 @@ def engine_step(
     database = s.tree.resolve(db, s.backend, s.version)
     try:
         ctx, ph, result = _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
-                               dp)  # fmt: skip
+                               dp, pp, cp)  # fmt: skip
     except StepMiss as miss:
         raise ValueError(str(miss)) from None
     return {
@@ -134,6 +144,8 @@ def step_latency(
     moe_ep: Optional[int] = None,
     *,
     dp: int = 1,
+    pp: int = 1,
+    cp: int = 1,
     shared_layer: bool = True,
     data=None,
 ) -> float:
@@ -142,7 +154,7 @@ def step_latency(
     database = s.tree.resolve(db, s.backend, s.version)
     try:
         return _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
-                    dp)[2].total_ms  # fmt: skip
+                    dp, pp, cp)[2].total_ms  # fmt: skip
     except StepMiss as miss:
         raise ValueError(str(miss)) from None
 
@@ -169,6 +181,8 @@ def step_latency_batch(
     moe_tp: Optional[pa.Array] = None,
     moe_ep: Optional[pa.Array] = None,
     dp: Optional[pa.Array] = None,
+    pp: Optional[pa.Array] = None,
+    cp: Optional[pa.Array] = None,
     *,
     data=None,
 ) -> pa.Array:
@@ -184,6 +198,8 @@ def step_latency_batch(
     cols.append(_pylist(moe_tp, n))
     cols.append(_pylist(moe_ep, n))
     cols.append(_pylist(dp, n))
+    cols.append(_pylist(pp, n))
+    cols.append(_pylist(cp, n))
     lengths = [len(c) for c in cols]
     if any(length != n for length in lengths):
         raise ValueError(f"step_latency_batch: arrays differ in length {lengths}")
@@ -192,7 +208,7 @@ def step_latency_batch(
     memo: Dict[tuple, Optional[float]] = {}
     out: List[Optional[float]] = []
     for row in zip(*cols):
-        r_model, r_db, r_phase, r_tp, r_batch, r_isl, r_osl, r_moe_tp, r_moe_ep, r_dp = row
+        r_model, r_db, r_phase, r_tp, r_batch, r_isl, r_osl, r_moe_tp, r_moe_ep, r_dp, r_pp, r_cp = row
         if r_model is None or r_db is None or r_phase is None or r_tp is None or r_batch is None or r_isl is None \
                 or r_osl is None:
             out.append(None)
@@ -205,7 +221,7 @@ def step_latency_batch(
             database = databases[r_db] = s.tree.resolve(r_db, s.backend, s.version)
         try:
             value = _run(s.tree, database, s.shared_layer, r_model, r_phase, r_tp, r_batch, r_isl, r_osl,
-                         r_moe_tp, r_moe_ep, r_dp)[2].total_ms
+                         r_moe_tp, r_moe_ep, r_dp, r_pp, r_cp)[2].total_ms
         except StepMiss as miss:
             if raise_on_miss:
                 raise ValueError(f"{r_model} on {database.name}, {r_phase}: {miss}") from None
@@ -316,18 +332,18 @@ def _row(db: str, phase: str, **values) -> dict:
 
 
 def engine_step_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBatch:
-    """``py_engine_step(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp]])``:
+    """``py_engine_step(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])``:
     the rows of the Rust ``engine_step`` table function, computed by the
     Python path -- one per op (generation: per sampled decode step), the
     ``__gen_step_total__`` rows, then the ``__step_total__`` row whose
     ``latency_ms`` is TTFT / TPOT and ``total_ms`` the phase latency. Under
     ``on_miss = 'null'`` a miss gives the op that missed (``row_kind`` 'miss',
     its lookup as columns) and a NULL total; NULL arguments give no rows."""
-    if len(args) not in (7, 9, 10):
-        raise ValueError(f"py_engine_step takes 7, 9 or 10 arguments, got {len(args)}")
+    if len(args) not in (7, 9, 10, 11, 12):
+        raise ValueError(f"py_engine_step takes 7, 9, 10, 11 or 12 arguments, got {len(args)}")
     model, db, phase, tp, batch, isl, osl = args[:7]
     moe_tp, moe_ep = args[7:9] if len(args) >= 9 else (None, None)
-    dp = args[9] if len(args) == 10 else None
+    dp, pp, cp = (list(args[9:12]) + [None, None, None])[:3]
     if any(v is None for v in (model, db, phase, tp, batch, isl, osl)):
         return pa.RecordBatch.from_pylist([], schema=ENGINE_STEP_SCHEMA)
     s = _settings(settings, data)
@@ -337,7 +353,7 @@ def engine_step_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBa
     out: List[dict] = []
     try:
         ctx, ph, result = _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
-                               dp)  # fmt: skip
+                               dp, pp, cp)  # fmt: skip
     except StepMiss as miss:
         if s.on_miss == "error":
             raise ValueError(f"{model} on {name}, {ph}: {miss}") from None

@@ -73,17 +73,30 @@ class StepMiss(Exception):
         self.miss = miss
 
 
-def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1) -> Parallel:
-    """Validate tp and the attention dp against the model and resolve the MoE
-    layout (docs/spec 2, 10.1): ``tp * dp == moe_tp * moe_ep``, a missing
-    width inferred from ``tp * dp`` (the spec's ``resolve_moe_parallelism``).
-    Attention dp > 1 is priced for the MOE family only (its dispatches, see
-    `MoEDispatch`); trtllm refuses tp > 1 together with dp > 1, as the spec
-    asserts."""
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-        raise ValueError(f"tp = {tp!r} must be a positive integer")
-    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
-        raise ValueError(f"dp = {dp!r} (attention data parallelism) must be a positive integer")
+def _positive_int(name: str, v, what: str = "") -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{name} = {v!r}{what} must be a positive integer")
+
+
+def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1, pp=1, cp=1) -> Parallel:
+    """Validate tp, the attention dp, pp and cp against the model and resolve
+    the MoE layout (docs/spec 2, 10.1; the spec's ``get_model``):
+
+    * MoE: ``tp * dp * cp == moe_tp * moe_ep``, a missing width inferred from
+      ``tp * dp * cp`` (the spec's ``resolve_moe_parallelism``);
+    * attention dp > 1 is priced for the MOE family only (its dispatches,
+      see `MoEDispatch`); trtllm refuses tp > 1 together with dp > 1, as
+      the spec asserts;
+    * pp: any positive count (every layer stays in the op lists; the P2P op
+      and the serving estimates read it);
+    * cp > 1 (context parallelism): the spec's model classes support it on
+      sglang only (every family priced here declares ``supports_cp`` for
+      sglang alone), and sglang's CP requires tp = 1 and attention dp = 1.
+    """
+    _positive_int("tp", tp)
+    _positive_int("dp", dp, " (attention data parallelism)")
+    _positive_int("pp", pp, " (pipeline parallelism)")
+    _positive_int("cp", cp, " (context parallelism)")
     if model.heads % tp != 0:
         raise ValueError(
             f"tp = {tp} does not divide the {model.heads} attention heads of {model.name!r}"
@@ -94,13 +107,19 @@ def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1) -
             "(aicsql.spec prices attention dp > 1 for the MOE family only)"
         )
     if not model.is_moe:
-        return Parallel(tp)
+        _check_cp(model, backend, tp, dp, cp)
+        return Parallel(tp, pp=pp, cp=cp)
     for name, v in (("moe_tp", moe_tp), ("moe_ep", moe_ep)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ValueError(f"{name} = {v!r} must be a positive integer")
-    # The messages keep their dp = 1 wording (tp) when dp is 1.
-    width, width_name = (tp, f"tp = {tp}") if dp == 1 else (tp * dp, f"tp * dp = {tp} * {dp} = {tp * dp}")
-    rule = "tp = moe_tp * moe_ep" if dp == 1 else "tp * dp = moe_tp * moe_ep"
+    # The messages keep their dp = 1 wording (tp) when dp and cp are 1.
+    width = tp * dp * cp
+    if dp == 1 and cp == 1:
+        width_name, rule = f"tp = {tp}", "tp = moe_tp * moe_ep"
+    elif cp == 1:
+        width_name, rule = f"tp * dp = {tp} * {dp} = {width}", "tp * dp = moe_tp * moe_ep"
+    else:
+        width_name, rule = f"tp * dp * cp = {tp} * {dp} * {cp} = {width}", "tp * dp * cp = moe_tp * moe_ep"
     if moe_tp is None and moe_ep is None:
         raise ValueError(
             f"{model.name!r} is a MoE model: give moe_tp and/or moe_ep ({rule})"
@@ -114,9 +133,10 @@ def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1) -
             raise ValueError(f"moe_tp = {moe_tp} does not divide {width_name} ({rule})")
         moe_ep = width // moe_tp
     if moe_tp * moe_ep != width:
-        if dp == 1:
+        if dp == 1 and cp == 1:
             raise ValueError(f"moe_tp * moe_ep = {moe_tp} * {moe_ep} != tp = {tp} (attention_dp is 1)")
         raise ValueError(f"moe_tp * moe_ep = {moe_tp} * {moe_ep} != {width_name} ({rule})")
+    _check_cp(model, backend, tp, dp, cp)
     if backend == "vllm" and moe_tp > 1 and moe_ep > 1:
         raise ValueError(f"vllm does not support moe_tp > 1 and moe_ep > 1 together (moe_tp = {moe_tp}, "
                          f"moe_ep = {moe_ep})")
@@ -124,7 +144,24 @@ def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1) -
         raise ValueError(f"trtllm does not support TP>1 and DP>1 for attn simultaneously (tp = {tp}, dp = {dp})")
     if model.experts < moe_ep:
         raise ValueError(f"moe_ep = {moe_ep} is larger than the {model.experts} experts of {model.name!r}")
-    return Parallel(tp, moe_tp, moe_ep, dp)
+    return Parallel(tp, moe_tp, moe_ep, dp, pp, cp)
+
+
+def _check_cp(model: ModelSpec, backend: str, tp: int, dp: int, cp: int) -> None:
+    """The spec's context-parallelism gate (``get_model``), after the MoE layout resolved."""
+    if cp == 1:
+        return
+    if backend != "sglang":
+        raise ValueError(
+            f"unsupported: context parallelism (cp = {cp}) is not supported for model_family={model.family!r} "
+            f"on backend={backend!r} (aiconfigurator supports cp > 1 on sglang only; the spec raises "
+            "NotImplementedError)"
+        )
+    if tp != 1 or dp != 1:
+        raise ValueError(
+            f"sglang CP requires tp_size=1 and attention_dp_size=1 when cp_size>1 (CP and attention TP/DP are "
+            f"mutually exclusive on sglang). Got tp_size={tp}, attention_dp_size={dp}, cp_size={cp}."
+        )
 
 
 # Families whose builder checks the fp8_block expert block alignment (MOEModel, HybridMoEModel).
@@ -220,14 +257,14 @@ class StepContext:
         except PerfMiss as miss:
             raise StepMiss(op.name, miss) from None
 
-    def layout(self, phase: str, tp: int, moe_tp=None, moe_ep=None, dp: int = 1
+    def layout(self, phase: str, tp: int, moe_tp=None, moe_ep=None, dp: int = 1, pp: int = 1, cp: int = 1
                ) -> Tuple[Parallel, PhaseQuants, List[Op]]:  # fmt: skip
         """The validated parallel layout, quant modes and op list of `phase`
         (the op list built once per layout); ValueError on bad input (the
         trtllm all-to-all dispatch of `check_trtllm_alltoall` included)."""
         if phase not in PHASES:
             raise ValueError(f"unknown phase {phase!r}; valid phases: {', '.join(PHASES)}")
-        par = resolve_parallel(self.model, self.db.backend, tp, moe_tp, moe_ep, dp)
+        par = resolve_parallel(self.model, self.db.backend, tp, moe_tp, moe_ep, dp, pp, cp)
         if self.db.backend == "trtllm":
             check_trtllm_alltoall(self.kernels.system, par.moe_tp, par.attention_dp)
         q = self.quants(phase)
@@ -242,20 +279,24 @@ class StepContext:
         return par, q, ops
 
     def run(self, phase: str, tp: int, batch: int, isl: int, osl: int, moe_tp=None, moe_ep=None,
-            prefix: int = 0, dp: int = 1) -> PhaseResult:  # fmt: skip
+            prefix: int = 0, dp: int = 1, pp: int = 1, cp: int = 1) -> PhaseResult:  # fmt: skip
         """One static step of `phase`; StepMiss on a miss, ValueError on bad input.
         ``prefix``: cached tokens per request of a context step (ignored in generation);
-        ``dp``: the attention data parallelism (MOE family only)."""
+        ``dp``: the attention data parallelism (MOE family only); ``pp``: the
+        pipeline stages (the P2P hand-offs; every layer is priced); ``cp``:
+        context parallelism (sglang, tp = dp = 1; context ops only)."""
         if phase not in PHASES:
             raise ValueError(f"unknown phase {phase!r}; valid phases: {', '.join(PHASES)}")
         _check_positive("batch", batch)
         _check_positive("isl", isl)
         _check_positive("osl", osl)
         _check_positive("dp", dp)
+        _check_positive("pp", pp)
+        _check_positive("cp", cp)
         if isinstance(prefix, bool) or not isinstance(prefix, int) or prefix < 0:
             raise ValueError(f"prefix = {prefix!r} must be a non-negative integer")
-        check_step(tp, batch, isl, osl, moe_tp, moe_ep, dp)
-        _, _, ops = self.layout(phase, tp, moe_tp, moe_ep, dp)
+        check_step(tp, batch, isl, osl, moe_tp, moe_ep, dp, pp, cp)
+        _, _, ops = self.layout(phase, tp, moe_tp, moe_ep, dp, pp, cp)
         return self.run_ops(phase, ops, batch, isl, osl, prefix)
 
     def run_ops(self, phase: str, ops: List[Op], batch, isl, osl: int, prefix=0) -> PhaseResult:
@@ -309,8 +350,9 @@ class StepContext:
 
     @staticmethod
     def weights(ops: List[Op]) -> float:
-        """Weight bytes of an op list on one GPU, the spec's ``0.0 + sum of
-        get_weights()`` over the context ops (pp = 1)."""
+        """Weight bytes of an op list on one GPU before the pipeline split, the
+        spec's ``0.0 + sum of get_weights()`` over the context ops (the memory
+        model divides it by pp)."""
         total = 0.0
         for op in ops:
             total += op.weights()
@@ -321,10 +363,7 @@ class StepContext:
         ``get_kvcache_elements_per_token``): the MLA latent ``L * (kv_lora_rank
         + qk_rope_head_dim)`` (DeepSeek-V3 defaults 512 and 64 when the config
         has none) for DEEPSEEK / KIMIK25, else ``ceil(Hkv / tp) * d * L * 2``."""
-        m = self.model
-        if m.family in (DEEPSEEK, KIMIK25):
-            return m.num_layers * ((m.kv_lora_rank or 512) + (m.qk_rope_head_dim or 64))
-        return (m.kv_heads + tp - 1) // tp * m.head_dim * m.num_layers * 2
+        return self.model.kv_elements_per_token(tp)
 
     # ---- the detailed result ----------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..kernels.quant import FMHA_QUANTS, KV_QUANTS
 from ..sol import GEMM_QUANTS
-from .ops import Call, Lookup, Op, OpValue
+from .ops import Call, Lookup, Op, OpValue, join_paths
 
 __all__ = ["ContextMLA", "GenerationMLA", "MLABmm", "MLAModule"]
 
@@ -54,17 +54,28 @@ class ContextMLA(Op):
 
     kind = "ContextMLA"
 
-    def __init__(self, name, count, heads: int, kv: str, fmha: str):
+    def __init__(self, name, count, heads: int, kv: str, fmha: str, cp: int = 1):
         super().__init__(name, count)
         self.heads = heads
         self.kv = KV_QUANTS[kv]
         self.fmha = FMHA_QUANTS[fmha]
+        self.cp = cp
+
+    def _query(self, table, b, s, prefix):
+        args, kwargs = table.lookup_args(b, s, prefix, self.heads, self.kv, self.fmha)
+        value, path = table.query(b, s, prefix, self.heads, self.kv, self.fmha)
+        return value, path, Lookup(table.stem, args, kwargs)
 
     def evaluate(self, k, call: Call) -> OpValue:
         table = k.context_mla
-        args, kwargs = table.lookup_args(call.batch_size, call.s, call.prefix, self.heads, self.kv, self.fmha)
-        value, path = table.query(call.batch_size, call.s, call.prefix, self.heads, self.kv, self.fmha)
-        return OpValue(value * self.count, path, Lookup(table.stem, args, kwargs))
+        if self.cp > 1:  # zigzag rank 0, as ContextAttention: c = max(1, ceil(s / (2 cp)))
+            s, prefix = call.s, call.prefix
+            c = max(1, -(-s // (2 * self.cp)))
+            first, first_path, lookup = self._query(table, call.batch_size, c, prefix)
+            last, last_path, _ = self._query(table, call.batch_size, c, prefix + s - c)
+            return OpValue((first + last) * self.count, join_paths([first_path, last_path]), lookup)
+        value, path, lookup = self._query(table, call.batch_size, call.s, call.prefix)
+        return OpValue(value * self.count, path, lookup)
 
 
 class GenerationMLA(Op):

@@ -147,6 +147,21 @@ class ModelSpec(NamedTuple):
         """(n, n_kv): ``H // tp`` and ``ceil(Hkv / tp)`` (so n_kv >= 1 even when tp > Hkv)."""
         return self.heads // tp, (self.kv_heads + tp - 1) // tp
 
+    def kv_elements_per_token(self, tp: int) -> int:
+        """KV cache elements per token on one GPU over all layers (the spec's
+        ``get_kvcache_elements_per_token``): the MLA latent ``L * (kv_lora_rank
+        + qk_rope_head_dim)`` (DeepSeek-V3 defaults 512 and 64 when the config
+        has none) for DEEPSEEK / KIMIK25, else ``ceil(Hkv / tp) * d * L * 2``."""
+        if self.family in (DEEPSEEK, KIMIK25):
+            return self.num_layers * ((self.kv_lora_rank or 512) + (self.qk_rope_head_dim or 64))
+        return (self.kv_heads + tp - 1) // tp * self.head_dim * self.num_layers * 2
+
+    def cp_kv_elements_per_layer_token(self, tp: int, kv_bytes: int, comm_bytes: int = 2) -> float:
+        """The context-parallel KV all-gather's elements per token (one layer):
+        ``get_kvcache_bytes_per_sequence(1) / num_layers / comm_bytes``, i.e.
+        ``1 * kv_bytes * elements_per_token / L / 2`` in that order (a float)."""
+        return 1 * kv_bytes * self.kv_elements_per_token(tp) / self.num_layers / comm_bytes
+
 
 def check_family(name: str, architecture: str, family: str) -> None:
     """ValueError for a family of the spec this port does not price yet."""

@@ -14,6 +14,14 @@ and ``prefix`` -- and returns an `OpValue`: the total, the interpolation path
 of its table lookups and its first table lookup (how the goldens describe
 an op). The MLA ops are in `mla_ops`, the composite ones in `composite`, the
 op lists in `families`.
+
+Context parallelism (cp > 1, sglang's prefill all-gather CP): a token-major
+context op built with ``seq_split = cp`` (embedding, elementwise, GEMM,
+custom all-reduce, P2P, NCCL) prices the busiest rank's share of its tokens,
+``ceil(x / cp)`` -- computed as ``-(-x // cp)``, which keeps a float token
+count a float as the spec's does; ``ContextAttention`` with ``cp > 1`` prices
+rank 0 of the zigzag split (two lookups, see there); `MoEDispatch` switches
+to its CP collectives with ``attn_cp > 1``. Generation ops never split.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ __all__ = [
     "MoEDispatch",
     "Op",
     "OpValue",
+    "NCCL",
     "P2P",
     "Parallel",
     "PhaseQuants",
@@ -73,13 +82,24 @@ class OpValue(NamedTuple):
 
 
 class Parallel(NamedTuple):
-    """The parallel layout of a step (pp = 1; attention_dp > 1 for the MOE family only)."""
+    """The parallel layout of a step: tensor, MoE, attention data (MOE family
+    only), pipeline and context (sglang only, with tp = dp = 1) parallelism."""
 
     tp: int
     moe_tp: int = 1
     moe_ep: int = 1
     attention_dp: int = 1
     pp: int = 1
+    cp: int = 1
+
+
+def per_rank(x, split: int):
+    """The busiest rank's share of `x` tokens over `split` context-parallel
+    ranks, ``ceil(x / split)`` as the spec writes it (``-(-x // split)``: a
+    float count stays a float); `x` itself when there is no split."""
+    if split == 1:
+        return x
+    return -(-x // split)
 
 
 class PhaseQuants(NamedTuple):
@@ -154,13 +174,15 @@ class Embedding(Op):
     kind = "Embedding"
     quant_label = ACT
 
-    def __init__(self, name, count, h: int, rows: int = 0):
+    def __init__(self, name, count, h: int, rows: int = 0, seq_split: int = 1):
         super().__init__(name, count)
         self.h = h
         self.rows = rows  # the table's rows: V // tp or V, only its weights read it
+        self.seq_split = seq_split
 
     def evaluate(self, k, call):
-        return OpValue(k.system.mem_op(call.x * self.h * 2) * self.count, None, None)
+        x = per_rank(call.x, self.seq_split)
+        return OpValue(k.system.mem_op(x * self.h * 2) * self.count, None, None)
 
     def weights(self):
         return self.rows * self.h * 2 * self.count
@@ -172,13 +194,15 @@ class ElementWise(Op):
     kind = "ElementWise"
     quant_label = ACT
 
-    def __init__(self, name, count, dim_in: int, dim_out: int):
+    def __init__(self, name, count, dim_in: int, dim_out: int, seq_split: int = 1):
         super().__init__(name, count)
         self.dim_in = dim_in
         self.dim_out = dim_out
+        self.seq_split = seq_split
 
     def evaluate(self, k, call):
-        nbytes = call.x * self.dim_in * 2 + call.x * self.dim_out * 2
+        x = per_rank(call.x, self.seq_split)
+        nbytes = x * self.dim_in * 2 + x * self.dim_out * 2
         return OpValue(k.system.mem_op(nbytes) * self.count, None, None)
 
 
@@ -193,12 +217,14 @@ class GEMM(Op):
 
     kind = "GEMM"
 
-    def __init__(self, name, count, n: int, k: int, quant: str, low_precision_input: bool = False):
+    def __init__(self, name, count, n: int, k: int, quant: str, low_precision_input: bool = False,
+                 seq_split: int = 1):  # fmt: skip
         super().__init__(name, count)
         self.n = n
         self.k = k
         self.quant = GEMM_QUANTS[quant]
         self.low_precision_input = low_precision_input
+        self.seq_split = seq_split  # context parallelism: m = ceil(x / cp)
 
     @property
     def quant_label(self):
@@ -208,7 +234,7 @@ class GEMM(Op):
         return self.n * self.k * self.quant.memory * self.count
 
     def evaluate(self, kernels, call):
-        m, q = call.x, self.quant
+        m, q = per_rank(call.x, self.seq_split), self.quant
         lookup = Lookup("gemm_perf", [m, self.n, self.k, q.name], {})
         table = kernels.gemm
         try:
@@ -235,16 +261,23 @@ class GEMM(Op):
 
 
 class ContextAttention(Op):
-    """Prefill attention: the FMHA table value plus the per-token extras (docs/spec 8.2)."""
+    """Prefill attention: the FMHA table value plus the per-token extras (docs/spec 8.2).
+
+    Context parallelism (``cp > 1``): rank 0 of the zigzag split holds the
+    first and the last of ``2 * cp`` chunks of ``c = max(1, ceil(s / (2 *
+    cp)))`` tokens; the table is read for ``c`` tokens after ``prefix`` and
+    for ``c`` tokens after ``prefix + s - c``, the two values added, then
+    the extras once: ``count * ((A + B) + extras)``."""
 
     kind = "ContextAttention"
 
-    def __init__(self, name, count, n, n_kv, d, w, kv: str, fmha: str, use_qk_norm: bool):
+    def __init__(self, name, count, n, n_kv, d, w, kv: str, fmha: str, use_qk_norm: bool, cp: int = 1):
         super().__init__(name, count)
         self.n, self.n_kv, self.d, self.w = n, n_kv, d, w
         self.kv = KV_QUANTS[kv]
         self.fmha = FMHA_QUANTS[fmha]
         self.use_qk_norm = use_qk_norm
+        self.cp = cp
 
     @property
     def quant_label(self):
@@ -268,15 +301,22 @@ class ContextAttention(Op):
         extra += rope + kv_write
         return 1.1 * extra
 
+    def _query(self, table, b, s, prefix):
+        args, kwargs = table.lookup_args(b, s, prefix, self.n, self.n_kv, self.kv, self.fmha, self.d, self.w)
+        value, path = table.query(b, s, prefix, self.n, self.n_kv, self.kv, self.fmha, self.d, self.w)
+        return value, path, Lookup("context_attention_perf", args, kwargs)
+
     def evaluate(self, k, call):
         table = k.context_attention
-        args, kwargs = table.lookup_args(
-            call.batch_size, call.s, call.prefix, self.n, self.n_kv, self.kv, self.fmha, self.d, self.w
-        )
-        value, path = table.query(
-            call.batch_size, call.s, call.prefix, self.n, self.n_kv, self.kv, self.fmha, self.d, self.w
-        )
-        return OpValue(self.count * (value + self.extras(k)), path, Lookup("context_attention_perf", args, kwargs))
+        if self.cp > 1:
+            s, prefix = call.s, call.prefix
+            c = max(1, -(-s // (2 * self.cp)))
+            first, first_path, lookup = self._query(table, call.batch_size, c, prefix)
+            last, last_path, _ = self._query(table, call.batch_size, c, prefix + s - c)
+            value, path = first + last, join_paths([first_path, last_path])
+        else:
+            value, path, lookup = self._query(table, call.batch_size, call.s, call.prefix)
+        return OpValue(self.count * (value + self.extras(k)), path, lookup)
 
 
 class GenerationAttention(Op):
@@ -314,32 +354,61 @@ class CustomAllReduce(Op):
     kind = "CustomAllReduce"
     quant_label = "half"
 
-    def __init__(self, name, count, h: int, tp: int):
+    def __init__(self, name, count, h: int, tp: int, seq_split: int = 1):
         super().__init__(name, count)
         self.h = h
         self.tp = tp
+        self.seq_split = seq_split
 
     def evaluate(self, k, call):
         if self.tp == 1:
             return OpValue(0.0 * self.count, None, None)
-        return _all_reduce(k, self.count, self.tp, call.x * self.h)
+        return _all_reduce(k, self.count, self.tp, per_rank(call.x, self.seq_split) * self.h)
 
 
 class P2P(Op):
-    """Pipeline hand-off; count pp-1 = 0 at pp = 1, and the op short-circuits (5.9)."""
+    """Pipeline hand-off between stages (5.9): count ``pp - 1`` (generation
+    ``(pp - 1) * 1.0``), free at pp = 1; else ``ceil(x / seq_split) * h``
+    2-byte activations over the inter-node link: ``(bytes / inter_node_bw +
+    p2p_latency) * 1000`` ms per hand-off (no table)."""
 
     kind = "P2P"
     quant_label = ""
 
-    def __init__(self, name, count, h: int, pp: int):
+    def __init__(self, name, count, h: int, pp: int, seq_split: int = 1):
         super().__init__(name, count)
         self.h = h
         self.pp = pp
+        self.seq_split = seq_split
 
     def evaluate(self, k, call):
         if self.pp == 1:
             return OpValue(0.0, None, None)
-        return OpValue(self.count * k.system.p2p_latency_ms(call.x * self.h * 2), None, None)
+        size = per_rank(call.x, self.seq_split) * self.h
+        return OpValue(self.count * k.system.p2p_latency_ms(size * 2), None, None)
+
+
+class NCCL(Op):
+    """One NCCL collective per application (``query_nccl('half', gpus, op,
+    size)``) of ``size = ceil(x / seq_split) * elements_per_token`` elements
+    -- the context-parallel KV all-gather after the attention (its elements
+    per token are the layer's KV bytes per token / 2, a float)."""
+
+    kind = "NCCL"
+    quant_label = "half"
+
+    def __init__(self, name, count, op: str, elements_per_token, gpus: int, seq_split: int = 1):
+        super().__init__(name, count)
+        self.op = op
+        self.elements_per_token = elements_per_token
+        self.gpus = gpus
+        self.seq_split = seq_split
+
+    def evaluate(self, k, call):
+        # the spec divides by its seq_split even when it is 1: -(-x // 1)
+        size = (-(-call.x // self.seq_split)) * self.elements_per_token
+        latency, path, lookup = _nccl(k, self.op, self.gpus, size)
+        return OpValue(latency * self.count, path, lookup)
 
 
 class MoE(Op):
@@ -407,13 +476,23 @@ class MoEDispatch(Op):
       over attn_tp; ``attn_tp == 1``: all-gather / reduce-scatter of
       ``volume * dp`` over G.
 
+    Context parallelism (sglang only, where cp > 1 needs tp = dp = 1, so
+    ``G = cp`` and ``attn_tp = G``): a dispatch built with ``attn_cp > 1``
+    takes the spec's CP branch -- context (``is_context``): NCCL all-gather
+    of the (unsplit) volume over G before the experts, reduce-scatter of it
+    after; decode (``is_context = False``, HYBRIDMOE / DEEPSEEK): nothing
+    before, a custom all-reduce of the volume over G after. A dispatch
+    without ``attn_cp`` (MOE's decode dispatches) sees ``attn_tp = G > 1``
+    and pays the all-reduce both times.
+
     The sum of a phase's collectives is multiplied by the count once.
     ``quant`` labels the op (HYBRIDMOE builds its dispatches without one:
     the label is ``None``) and sizes the trtllm SM 100 all-gather."""
 
     kind = "MoEDispatch"
 
-    def __init__(self, name, count, h, etp, eep, attention_dp, quant: Optional[str], pre_dispatch: bool = True):
+    def __init__(self, name, count, h, etp, eep, attention_dp, quant: Optional[str], pre_dispatch: bool = True,
+                 attn_cp: int = 1, is_context: bool = True):  # fmt: skip
         super().__init__(name, count)
         self.h = h
         self.etp = etp
@@ -421,6 +500,8 @@ class MoEDispatch(Op):
         self.attention_dp = attention_dp
         self.quant = MOE_QUANTS[quant] if quant is not None else None
         self.pre_dispatch = pre_dispatch
+        self.attn_cp = attn_cp
+        self.is_context = is_context
 
     @property
     def quant_label(self):
@@ -428,11 +509,22 @@ class MoEDispatch(Op):
 
     def evaluate(self, k, call):
         attn_tp = self.g // self.attention_dp
+        if self.attn_cp > 1 and k.db.backend == "sglang" and not (attn_tp > 1 and self.attention_dp > 1):
+            return self._evaluate_cp(k, call)
         if self.attention_dp == 1:
             if attn_tp <= 1:
                 return OpValue(0.0, None, None)
             return _all_reduce(k, self.count, self.g, call.x * self.h)
         return self._evaluate_dp(k, call, attn_tp)
+
+    def _evaluate_cp(self, k: Kernels, call: Call) -> OpValue:
+        volume = call.x * self.h
+        if self.is_context:
+            latency, path, lookup = _nccl(k, "all_gather" if self.pre_dispatch else "reduce_scatter", self.g, volume)
+            return OpValue(latency * self.count, path, lookup)
+        if self.pre_dispatch:  # decode: the tokens are replicated over the CP ranks, routing is local
+            return OpValue(0.0, None, None)
+        return _all_reduce(k, self.count, self.g, volume)
 
     def _evaluate_dp(self, k: Kernels, call: Call, attn_tp: int) -> OpValue:
         volume = call.x * self.h

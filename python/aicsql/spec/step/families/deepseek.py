@@ -16,6 +16,13 @@
   shared expert (`OverlapOp`).
 * vllm pays two tp all-reduces per layer (``*_tp_allreduce``); nobody pays an
   embedding all-reduce.
+* Context parallelism (cp > 1, sglang, tp = dp = 1): the MLA module counts
+  ``L / cp`` layers at the full token count, the granular fallback's GEMMs
+  ``ceil(x / cp)`` tokens and its context MLA the zigzag pair; an all-gather
+  of the MLA latent KV follows the block; the token-major ops split, the
+  dispatches take their CP collectives in both phases (decode: nothing
+  before, an all-reduce after), the experts and the context P2P see every
+  token (the spec's context P2P has no seq_split here, unlike LLAMA / MOE).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import List
 from ..composite import FallbackOp, OverlapOp
 from ..mla_ops import ContextMLA, GenerationMLA, MLABmm, MLAModule
 from ..model import ModelSpec
+from .llama import cp_all_gather
 from ..ops import (
     GEMM,
     P2P,
@@ -43,24 +51,27 @@ from ..ops import (
 MLA_HEADS = 128  # the module / granular MLA tables' head count before tp
 
 
-def _routed(p: str, count, model: ModelSpec, par: Parallel, q: PhaseQuants) -> List[Op]:
+def _routed(p: str, count, model: ModelSpec, par: Parallel, q: PhaseQuants, gen: bool) -> List[Op]:
     h, E = model.hidden, model.experts
+    sp = 1 if gen else par.cp
     return [
-        GEMM(p + "router_gemm", count, E, h, "bfloat16"),
-        MoEDispatch(p + "moe_pre_dispatch", count, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe),
+        GEMM(p + "router_gemm", count, E, h, "bfloat16", seq_split=sp),
+        MoEDispatch(p + "moe_pre_dispatch", count, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe,
+                    attn_cp=par.cp, is_context=not gen),
         MoE(p + "moe", count, h, model.moe_inter, model.topk, E, par.moe_tp, par.moe_ep, q.moe, model.distribution,
             par.attention_dp),
         MoEDispatch(p + "moe_post_dispatch", count, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe,
-                    pre_dispatch=False),
+                    pre_dispatch=False, attn_cp=par.cp, is_context=not gen),
     ]  # fmt: skip
 
 
-def _shared(p: str, count, model: ModelSpec, par: Parallel, q: PhaseQuants) -> List[Op]:
+def _shared(p: str, count, model: ModelSpec, par: Parallel, q: PhaseQuants, gen: bool) -> List[Op]:
     h, I, tp = model.hidden, model.moe_inter, par.tp
+    sp = 1 if gen else par.cp
     return [
-        GEMM(p + "shared_gate_up_gemm", count, 2 * I // tp, h, q.gemm),
-        ElementWise(p + "shared_act_gate", count, 2 * I // tp, I // tp),
-        GEMM(p + "shared_ffn2_gemm", count, h, I // tp, q.gemm),
+        GEMM(p + "shared_gate_up_gemm", count, 2 * I // tp, h, q.gemm, seq_split=sp),
+        ElementWise(p + "shared_act_gate", count, 2 * I // tp, I // tp, seq_split=sp),
+        GEMM(p + "shared_ffn2_gemm", count, h, I // tp, q.gemm, seq_split=sp),
     ]
 
 
@@ -73,33 +84,38 @@ def build(model: ModelSpec, phase: str, par: Parallel, q: PhaseQuants, backend: 
     bmm_quant = "fp8" if q.gemm != "bfloat16" else "bfloat16"
     if phase == "context":
         p = "context_"
+        cp = par.cp
+        # the MLA module and the vllm attention count L / cp layers under CP
+        # (sglang's all-gather style: attn_count_div = cp; only sglang takes cp > 1)
+        attn_div = cp
         attention = (
-            ContextAttention(p + "attention", L / 1, n, n_kv, vllm_head, 0, q.kvcache, q.fmha, False)
-            if vllm else ContextMLA(p + "attention", L, heads, q.kvcache, q.fmha)
+            ContextAttention(p + "attention", L / attn_div, n, n_kv, vllm_head, 0, q.kvcache, q.fmha, False)
+            if vllm else ContextMLA(p + "attention", L, heads, q.kvcache, q.fmha, cp=cp)
         )  # fmt: skip
         block = FallbackOp(
             p + "mla_block",
-            MLAModule(p + "mla_module", L / 1, True, heads, q.kvcache, q.fmha, q.gemm),
+            MLAModule(p + "mla_module", L / attn_div, True, heads, q.kvcache, q.fmha, q.gemm),
             [
-                GEMM(p + "downscale_gemm", L, 2112, h, q.gemm),
-                GEMM(p + "q_b_proj_gemm", L, 24576 // tp, 1536, q.gemm),
-                GEMM(p + "kv_b_proj_gemm", L, 32768 // tp, 512, q.gemm),
+                GEMM(p + "downscale_gemm", L, 2112, h, q.gemm, seq_split=cp),
+                GEMM(p + "q_b_proj_gemm", L, 24576 // tp, 1536, q.gemm, seq_split=cp),
+                GEMM(p + "kv_b_proj_gemm", L, 32768 // tp, 512, q.gemm, seq_split=cp),
                 attention,
-                GEMM(p + "proj_gemm", L, h, 128 * 128 // tp, q.gemm),
+                GEMM(p + "proj_gemm", L, h, 128 * 128 // tp, q.gemm, seq_split=cp),
             ],
         )
         ops: List[Op] = [
-            Embedding(p + "embedding", 1, h, V),
-            ElementWise(p + "add_norm_1", L, 2 * h, 2 * h),
+            Embedding(p + "embedding", 1, h, V, seq_split=cp),
+            ElementWise(p + "add_norm_1", L, 2 * h, 2 * h, seq_split=cp),
             block,
-            ElementWise(p + "add_norm_2", L, 2 * h, 2 * h),
-            *_shared(p, L, model, par, q),
-            *_routed(p, L, model, par, q),
-            GEMM(p + "logits_gemm", 1, V // tp, h, "bfloat16"),
+            *cp_all_gather(model, par, q),
+            ElementWise(p + "add_norm_2", L, 2 * h, 2 * h, seq_split=cp),
+            *_shared(p, L, model, par, q, False),
+            *_routed(p, L, model, par, q, False),
+            GEMM(p + "logits_gemm", 1, V // tp, h, "bfloat16", seq_split=cp),
         ]
         if vllm:
             ops.append(CustomAllReduce(p + "tp_allreduce", 2 * L, h, tp))
-        ops.append(P2P(p + "p2p", par.pp - 1, h, par.pp))
+        ops.append(P2P(p + "p2p", par.pp - 1, h, par.pp))  # the spec builds this P2P without seq_split
         return ops
 
     p, mtp = "generation_", 1.0
@@ -128,7 +144,7 @@ def build(model: ModelSpec, phase: str, par: Parallel, q: PhaseQuants, backend: 
         ElementWise(p + "add_norm_1", c, 2 * h, 2 * h),
         block,
         ElementWise(p + "add_norm_2", c, 2 * h, 2 * h),
-        OverlapOp(p + "moe_overlap", _routed(p, c, model, par, q), _shared(p, c, model, par, q)),
+        OverlapOp(p + "moe_overlap", _routed(p, c, model, par, q, True), _shared(p, c, model, par, q, True)),
         GEMM(p + "logits_gemm", 1 * mtp, V // tp, h, "bfloat16"),
     ]
     if vllm:

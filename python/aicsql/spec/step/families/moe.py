@@ -14,6 +14,13 @@ context logits GEMM; the dispatches are labelled with the MoE quant. At
 attention dp > 1 (this family only) the experts see ``x * dp`` tokens and
 the dispatches gather before / scatter after them over ``tp * dp`` GPUs
 (`MoEDispatch`).
+
+Context parallelism (cp > 1: sglang, tp = dp = 1, ``moe_tp * moe_ep = cp``):
+the token-major context ops price ``ceil(x / cp)`` tokens, both attention ops
+the zigzag pair, the KV all-gather follows the regular attention, and the
+context dispatches all-gather / reduce-scatter the full volume over the cp
+ranks (``attn_cp``); the experts see every token. The decode dispatches
+keep their ``attn_tp = cp > 1`` all-reduces (the spec passes them no CP).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 from typing import List
 
 from ..model import ModelSpec
+from .llama import cp_all_gather
 from ..ops import (
     GEMM,
     P2P,
@@ -49,6 +57,8 @@ def build(model: ModelSpec, phase: str, par: Parallel, q: PhaseQuants, backend: 
     mtp = 1.0
     c = L * mtp if gen else L
     one = 1 * mtp if gen else 1
+    sp = 1 if gen else par.cp  # context parallelism: the context ops' tokens split over cp ranks
+    cp = 1 if gen else par.cp  # ... and the context dispatches' CP collectives
     ops: List[Op] = []
     attn_scale = 1
     if model.architecture == GPT_OSS:
@@ -58,29 +68,31 @@ def build(model: ModelSpec, phase: str, par: Parallel, q: PhaseQuants, backend: 
                                            q.kvcache))  # fmt: skip
         else:
             ops.append(ContextAttention(p + "attention", L / attn_scale, n, n_kv, d, GPT_OSS_WINDOW, q.kvcache,
-                                        q.fmha, model.use_qk_norm))  # fmt: skip
+                                        q.fmha, model.use_qk_norm, cp=par.cp))  # fmt: skip
     ops += [
-        Embedding(p + "embedding", one, h, V // tp),
-        ElementWise(p + "add_norm_1", c, 2 * h, 2 * h),
-        GEMM(p + "qkv_gemm", c, H * d // tp + d * n_kv * 2, h, q.gemm),
+        Embedding(p + "embedding", one, h, V // tp, seq_split=sp),
+        ElementWise(p + "add_norm_1", c, 2 * h, 2 * h, seq_split=sp),
+        GEMM(p + "qkv_gemm", c, H * d // tp + d * n_kv * 2, h, q.gemm, seq_split=sp),
     ]
     if gen:
         ops.append(GenerationAttention(p + "attention", L / attn_scale * mtp, n, n_kv, d, 0, q.kvcache))
     else:
         ops.append(ContextAttention(p + "attention", L / attn_scale, n, n_kv, d, 0, q.kvcache, q.fmha,
-                                    model.use_qk_norm))  # fmt: skip
+                                    model.use_qk_norm, cp=par.cp))  # fmt: skip
+        ops += cp_all_gather(model, par, q)
     ops += [
-        GEMM(p + "proj_gemm", c, h, H * d // tp, q.gemm, low_precision_input=True),
-        ElementWise(p + "add_norm_2", c, 2 * h, 2 * h),
-        GEMM(p + "router_gemm", c, E, h, "bfloat16"),
-        MoEDispatch(p + "moe_pre_dispatch", c, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe),
+        GEMM(p + "proj_gemm", c, h, H * d // tp, q.gemm, low_precision_input=True, seq_split=sp),
+        ElementWise(p + "add_norm_2", c, 2 * h, 2 * h, seq_split=sp),
+        GEMM(p + "router_gemm", c, E, h, "bfloat16", seq_split=sp),
+        MoEDispatch(p + "moe_pre_dispatch", c, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe, attn_cp=cp),
         MoE(p + "moe", c, h, model.moe_inter, model.topk, E, par.moe_tp, par.moe_ep, q.moe, model.distribution,
             par.attention_dp),
-        MoEDispatch(p + "moe_post_dispatch", c, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe, pre_dispatch=False),
+        MoEDispatch(p + "moe_post_dispatch", c, h, par.moe_tp, par.moe_ep, par.attention_dp, q.moe, pre_dispatch=False,
+                    attn_cp=cp),
     ]  # fmt: skip
     if gen:
         ops.append(GEMM(p + "logits_gemm", one, V // tp, h, "bfloat16"))
     return ops + [
-        CustomAllReduce(p + "embedding_ar", one, h, tp),
-        P2P(p + "p2p", par.pp - 1, h, par.pp),
+        CustomAllReduce(p + "embedding_ar", one, h, tp, seq_split=sp),
+        P2P(p + "p2p", (par.pp - 1) * mtp if gen else par.pp - 1, h, par.pp, seq_split=sp),
     ]
