@@ -552,3 +552,22 @@ def test_serving_dp_scan_against_the_rust_path(capsys):
     assert counts["DRIFT"] == 0 and counts["REGRESSION"] == 0 and counts["EXTRA"] == 0 and counts["STRICT_PASS"] > 0
     assert main(["--scan", "serving-dp", "--limit", "5", "--no-progress"], context=ctx) == 0
     assert "OK: no DRIFT, no REGRESSION" in capsys.readouterr().out
+
+
+@needs_data
+def test_serving_pp_cp_scan_against_the_rust_path():
+    """The serving-pp-cp scan: Rust and Python paths at pp 2 / 4 and (sglang) cp 2 / 4,
+    the layout reaching both structs as the spec's label."""
+    from aicsql import parity
+
+    ctx = _sql_context()
+    report = parity.run(ctx, "serving-pp-cp", limit=600, progress=False)
+    counts = parity.status_counts(report)
+    print("\nserving-pp-cp scan, 600 + 600 points:", counts)
+    assert counts["DRIFT"] == 0 and counts["REGRESSION"] == 0 and counts["EXTRA"] == 0 and counts["STRICT_PASS"] > 0
+    rows = report.to_pylist()
+    priced = [r for r in rows if r["status"] == "STRICT_PASS"]
+    assert {r["pp"] for r in priced} >= {2, 4} and {r["cp"] for r in priced} >= {1, 2, 4}, counts
+    for r in rows:
+        suffix = f"cp{r['cp']}" if r["cp"] > 1 else ""
+        assert r["parallel"].startswith(f"tp{r['tp']}pp{r['pp']}dp1etp") and r["parallel"].endswith(suffix)

@@ -43,7 +43,8 @@ def parser() -> argparse.ArgumentParser:
                    "goldens: the spec's GEMM goldens; random: seeded random shapes; "
                    "steps: engine-step configs (step_latency vs py_step_latency); "
                    "serving: agg and disagg points (estimate_agg / estimate_disagg vs their py_ pair, field by field); "
-                   "serving-dp: the same at attention dp > 1 for MOE models (needs a Rust path with attention dp)")
+                   "serving-dp: the same at attention dp > 1 for MOE models; "
+                   "serving-pp-cp: the same at pipeline parallelism pp 2/4 and, on sglang, context parallelism cp 2/4")
     p.add_argument("--out", metavar="FILE", help="write the per-query report to FILE (.parquet or .csv)")
     p.add_argument("--data", metavar="DIR", action="append",
                    help="data directory (repeatable; default: the aicsql cache, $AICSQL_DATA)")

@@ -261,7 +261,8 @@ def run(
     estimate_disagg / py_estimate_disagg over the disaggregated ones, field
     by field: the report says which ``field`` drifts worst, with
     ``rust_value, py_value, rel_diff`` and each side's reason) or
-    'serving-dp' (the same at attention dp > 1, MOE models); see
+    'serving-dp' (the same at attention dp > 1, MOE models) or
+    'serving-pp-cp' (the same at pp 2 / 4 and, on sglang, cp 2 / 4); see
     :mod:`.scans`. Or pass your own ``queries`` table (``db, quant, m, n, k``,
     ...), then ``scan`` only labels the report.
     ``shared_layer``: the ``aic.shared_layer`` mode(s) to run in. Default:
@@ -284,9 +285,9 @@ def run(
     wall0 = time.perf_counter()
     if queries is None and scan not in scans.SCANS:
         raise ValueError(f"unknown scan {scan!r}; valid: {', '.join(scans.SCANS)}")
-    if scan in ("serving", "serving-dp") and queries is None:
+    if scan in ("serving", "serving-dp", "serving-pp-cp") and queries is None:
         # (kind, rust, python) per part: aggregated points, then disaggregated ones.
-        serving = _serving_kinds("parallel" if scan == "serving-dp" else "tp")
+        serving = _serving_kinds("tp" if scan == "serving" else "parallel")
         rust_names, python_names = _pair(rust), _pair(python)
         kinds = [(serving[m], rust_names[i] or serving[m].rust, python_names[i] or serving[m].python)
                  for i, m in enumerate(("agg", "disagg"))]  # fmt: skip
@@ -326,6 +327,8 @@ def run(
                 tables = list(scans.serving_queries(ctx, limit))
             elif scan == "serving-dp":
                 tables = list(scans.serving_dp_queries(ctx, limit))
+            elif scan == "serving-pp-cp":
+                tables = list(scans.serving_pp_cp_queries(ctx, limit))
             else:
                 tables = [scans.random_queries(ctx, size=size, seed=seed, limit=limit)]
             built = tables

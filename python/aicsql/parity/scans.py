@@ -35,6 +35,12 @@ with at least ``db, quant, m, n, k`` (plus columns that explain the row).
     same workloads and batches, priced at the spec's label
     (``tp2pp1dp4etp1ep8``); compared like ``serving``. Opt-in: a Rust path
     without attention dp refuses these points (an error, not a status).
+``serving-pp-cp``
+    the serving points at pipeline parallelism (pp 2 / 4, tp 1 / 2, every
+    backend) and context parallelism (cp 2 / 4 at tp = dp = 1, sglang):
+    every LLAMA and MOE model x the same databases, workloads and batches
+    (``queries/parity/serving_pp_cp_grid.sql``), priced at the spec's label
+    (``tp2pp4dp1etp1ep2``, ``tp1pp1dp1etp1ep4cp4``); compared like ``serving``.
 """
 
 from __future__ import annotations
@@ -58,10 +64,11 @@ __all__ = [
     "step_queries",
     "serving_queries",
     "serving_dp_queries",
+    "serving_pp_cp_queries",
     "db_quants",
 ]
 
-SCANS = ("gemm-models", "goldens", "random", "steps", "serving", "serving-dp")
+SCANS = ("gemm-models", "goldens", "random", "steps", "serving", "serving-dp", "serving-pp-cp")
 
 # Ranges of the random scan (inclusive).
 RANDOM_M = (0, 1 << 22)
@@ -227,3 +234,9 @@ def serving_queries(ctx, limit: Optional[int] = None, grid: str = "serving_grid.
 def serving_dp_queries(ctx, limit: Optional[int] = None) -> Tuple[pa.Table, pa.Table]:
     """The points of ``serving_dp_grid.sql`` (attention dp > 1), as `serving_queries`."""
     return serving_queries(ctx, limit, "serving_dp_grid.sql")
+
+
+def serving_pp_cp_queries(ctx, limit: Optional[int] = None) -> Tuple[pa.Table, pa.Table]:
+    """The points of ``serving_pp_cp_grid.sql`` (pipeline parallelism pp 2 / 4
+    on every backend, context parallelism cp 2 / 4 on sglang), as `serving_queries`."""
+    return serving_queries(ctx, limit, "serving_pp_cp_grid.sql")
