@@ -77,5 +77,38 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// The engine bench's grid (`crates/tables/benches/step.rs`) in SQL: the
+/// worked example (Qwen3-32B-FP8 on h200_sxm/vllm/0.19.0, tp 8), one phase per
+/// query, batch 1..256 x 16 input lengths, osl 128: 4,096 configs, so the
+/// two levels can be compared config for config.
+const WORKED_GRID: &str = "
+CREATE TABLE worked AS
+SELECT b.batch, i.isl
+FROM (SELECT value AS batch FROM generate_series(1, 256)) AS b
+CROSS JOIN (VALUES (128), (200), (256), (384), (512), (700), (1024), (1500), (2048), (3000), (4096), (5000),
+                   (6144), (7000), (8192), (10000)) AS i(isl)
+";
+
+fn bench_worked_example(c: &mut Criterion) {
+    let rt = Runtime::new().expect("tokio");
+    let tree = Arc::new(DataTree::open(&[default_data_dir()]).expect("run `aicsql data fetch` first"));
+    let ctx = SessionBuilder::with_tree(tree).build();
+    rt.block_on(async {
+        run(&ctx, "SET datafusion.execution.target_partitions = 1").await;
+        run(&ctx, WORKED_GRID).await;
+    });
+    let mut group = c.benchmark_group("step_latency worked example");
+    group.sample_size(10).throughput(Throughput::Elements(4096));
+    for phase in ["context", "generation"] {
+        let sql = format!(
+            "SELECT sum(step_latency('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', '{phase}', 8, batch, isl, 128)) \
+             FROM worked"
+        );
+        rt.block_on(run(&ctx, &sql));
+        group.bench_function(phase, |b| b.iter(|| rt.block_on(run(&ctx, &sql))));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_worked_example);
 criterion_main!(benches);

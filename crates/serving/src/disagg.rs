@@ -90,14 +90,27 @@ pub struct DisaggEstimate {
     pub decode: WorkerEstimate,
 }
 
-/// A static worker's row after the spec's rounding.
-struct StaticRow {
-    ttft: f64,
-    tpot: f64,
-    seq_per_s: f64,
-    tokens_per_s_per_user: f64,
-    worker: WorkerEstimate,
-    fits: bool,
+/// A static worker's row after the spec's rounding (`run_static`'s
+/// one-row frame, `DataFrame.round(3)`): what rate matching reads.
+#[derive(Debug, Clone)]
+pub(crate) struct StaticRow {
+    pub ttft: f64,
+    pub tpot: f64,
+    pub seq_per_s: f64,
+    /// `seq/s / tp / pp / dp` from the unrounded rate, then rounded: cp is
+    /// not divided out (the spec's static row).
+    pub seq_per_s_per_gpu: f64,
+    pub tokens_per_s_per_user: f64,
+    pub worker: WorkerEstimate,
+    pub fits: bool,
+}
+
+impl StaticRow {
+    /// GPUs the worker occupies, `tp * pp * dp * cp` (what the search's
+    /// worker matching counts).
+    pub fn gpus(&self) -> u64 {
+        self.worker.parallel.gpus()
+    }
 }
 
 impl Server<'_> {
@@ -115,105 +128,86 @@ impl Server<'_> {
                 return Err(ServingError::input(format!("{name} must be at least 1")));
             }
         }
-        let prefill = self.prefill_row(q)?;
-        let decode = self.decode_row(q)?;
+        let prefill = self.prefill_row(&q.prefill, q.prefill_batch, q.prefill_workers, q.isl, q.osl, q.prefix)?;
+        let decode = self.decode_row(&q.decode, q.decode_batch, q.decode_workers, q.isl, q.osl, q.prefix)?;
         if !prefill.fits || !decode.fits {
             return Err(ServingError::OutOfMemory(format!(
                 "OOM: the model '{}' does not fit in GPU memory on system '{}' with the given parallelism. Try increasing tp_size/pp_size, using a quantized model, or using a system with more VRAM per GPU.",
                 self.model, self.system.system
             )));
         }
-        let (pw, dw) = (f64::from(q.prefill_workers), f64::from(q.decode_workers));
-        let ttft = prefill.ttft * TTFT_CORRECTION;
-        let prefill_rate = prefill.seq_per_s * pw * PREFILL_DEGRADATION;
-        let decode_rate = decode.seq_per_s * dw * DECODE_DEGRADATION;
-        let seq_s = if decode_rate < prefill_rate { decode_rate } else { prefill_rate };
-        // The spec's disagg summary counts a worker's GPUs as `pp * tp * dp`:
-        // a context-parallel prefill worker's cp ranks are not counted here
-        // (its `num_total_gpus` in the worker frame, and the search's rate
-        // matching, do count them).
-        let summary_gpus = |p: &Parallel| u64::from(p.pp) * u64::from(p.tp) * u64::from(p.dp);
-        let gpus = summary_gpus(&q.prefill) * u64::from(q.prefill_workers)
-            + summary_gpus(&q.decode) * u64::from(q.decode_workers);
-        let per_gpu = |v: f64| if gpus > 0 { v / gpus as f64 } else { 0.0 };
-        let osl = f64::from(q.osl);
-        let tokens_s = seq_s * osl;
-        let request_latency = ttft + decode.tpot * f64::from(q.osl - 1);
-        let rounded = |mut w: WorkerEstimate| {
-            w.seq_per_s_per_worker = r3(w.seq_per_s_per_worker);
-            w.memory_gib = r3(w.memory_gib);
-            w
-        };
-        Ok(DisaggEstimate {
-            isl: q.isl,
-            osl: q.osl,
-            prefix: q.prefix,
-            concurrency: decode.worker.global_bs * u64::from(q.decode_workers),
-            request_rate: r3(seq_s),
-            ttft_ms: r3(ttft),
-            tpot_ms: r3(decode.tpot),
-            request_latency_ms: r3(request_latency),
-            seq_per_s: r3(seq_s),
-            seq_per_s_per_gpu: r3(per_gpu(seq_s)),
-            tokens_per_s: r3(tokens_s),
-            tokens_per_s_per_gpu: r3(per_gpu(tokens_s)),
-            tokens_per_s_per_user: r3(decode.tokens_per_s_per_user),
-            num_total_gpus: gpus,
-            prefill: rounded(prefill.worker),
-            decode: rounded(decode.worker),
-        })
+        Ok(combine(&prefill, q.prefill_workers, &decode, q.decode_workers, (q.isl, q.osl, q.prefix)).0)
     }
 
-    /// The prefill worker: one static context pass of `prefill_batch`
-    /// requests, corrected by 1.1; its memory at osl 1.
-    fn prefill_row(&mut self, q: &DisaggQuery) -> Result<StaticRow, ServingError> {
-        let shape = Server::shape(&q.prefill, q.prefill_batch, q.isl, q.osl);
-        let sums = self.pass(Phase::Context, &shape, q.prefix)?;
+    /// The prefill worker: one static context pass of `batch` requests,
+    /// corrected by 1.1; its memory at osl 1.
+    pub(crate) fn prefill_row(
+        &mut self,
+        parallel: &Parallel,
+        batch: u32,
+        workers: u32,
+        isl: u32,
+        osl: u32,
+        prefix: u32,
+    ) -> Result<StaticRow, ServingError> {
+        let shape = Server::shape(parallel, batch, isl, osl);
+        let sums = self.pass(Phase::Context, &shape, prefix)?;
         let ttft = sums.scaled_total(PREFILL_LATENCY_CORRECTION);
         let at = MemoryAt {
-            batch: f64::from(q.prefill_batch),
-            isl: f64::from(q.isl),
+            batch: f64::from(batch),
+            isl: f64::from(isl),
             osl: 1.0,
             num_tokens: 0.0,
-            prefix: f64::from(q.prefix),
+            prefix: f64::from(prefix),
             max_seq_len: None,
         };
-        let (worker, fits) = self.worker(Phase::Context, &shape, q.prefill, q.prefill_workers, ttft, at)?;
+        let (worker, seq_per_s_per_gpu, fits) = self.worker(Phase::Context, &shape, *parallel, workers, ttft, at)?;
         Ok(StaticRow {
             ttft: r3(ttft),
             tpot: 0.0,
             seq_per_s: worker.seq_per_s_per_worker,
+            seq_per_s_per_gpu,
             tokens_per_s_per_user: 0.0,
             worker,
             fits,
         })
     }
 
-    /// The decode worker: one static generation pass of `decode_batch`
-    /// requests over `osl - 1` tokens, corrected by 1.08.
-    fn decode_row(&mut self, q: &DisaggQuery) -> Result<StaticRow, ServingError> {
-        let shape = Server::shape(&q.decode, q.decode_batch, q.isl, q.osl);
+    /// The decode worker: one static generation pass of `batch` requests
+    /// over `osl - 1` tokens, corrected by 1.08.
+    pub(crate) fn decode_row(
+        &mut self,
+        parallel: &Parallel,
+        batch: u32,
+        workers: u32,
+        isl: u32,
+        osl: u32,
+        prefix: u32,
+    ) -> Result<StaticRow, ServingError> {
+        let shape = Server::shape(parallel, batch, isl, osl);
         let sums = self.pass(Phase::Generation, &shape, 0)?;
         let generation_ms = sums.scaled_total(DECODE_LATENCY_CORRECTION);
-        let generated = f64::from(q.osl - 1);
-        let tpot = if q.osl <= 1 { 0.0 } else { generation_ms / generated };
+        let generated = f64::from(osl.saturating_sub(1));
+        let tpot = if osl <= 1 { 0.0 } else { generation_ms / generated };
         let mut request_latency = 0.0 + tpot * generated;
         if request_latency == 0.0 {
             request_latency = generation_ms;
         }
         let at = MemoryAt {
-            batch: f64::from(q.decode_batch),
-            isl: f64::from(q.isl),
-            osl: f64::from(q.osl),
-            num_tokens: f64::from(q.decode_batch),
-            prefix: f64::from(q.prefix),
+            batch: f64::from(batch),
+            isl: f64::from(isl),
+            osl: f64::from(osl),
+            num_tokens: f64::from(batch),
+            prefix: f64::from(prefix),
             max_seq_len: None,
         };
-        let (worker, fits) = self.worker(Phase::Generation, &shape, q.decode, q.decode_workers, request_latency, at)?;
+        let (worker, seq_per_s_per_gpu, fits) =
+            self.worker(Phase::Generation, &shape, *parallel, workers, request_latency, at)?;
         Ok(StaticRow {
             ttft: 0.0,
             tpot: r3(tpot),
             seq_per_s: worker.seq_per_s_per_worker,
+            seq_per_s_per_gpu,
             tokens_per_s_per_user: r3(if tpot == 0.0 { 0.0 } else { 1000.0 / tpot }),
             worker,
             fits,
@@ -231,7 +225,7 @@ impl Server<'_> {
         workers: u32,
         request_latency: f64,
         at: MemoryAt,
-    ) -> Result<(WorkerEstimate, bool), ServingError> {
+    ) -> Result<(WorkerEstimate, f64, bool), ServingError> {
         let global_bs = u64::from(shape.batch) * u64::from(p.dp);
         let seq_s =
             if request_latency == 0.0 { 0.0 } else { global_bs as f64 / request_latency * 1000.0 * f64::from(p.pp) };
@@ -251,6 +245,62 @@ impl Server<'_> {
             memory,
             quants,
         };
-        Ok((worker, fits))
+        let per_gpu = r3(seq_s / f64::from(p.tp) / f64::from(p.pp) / f64::from(p.dp));
+        Ok((worker, per_gpu, fits))
     }
+}
+
+/// The deployment of `pw` prefill and `dw` decode workers (`_rate_match_dict`
+/// / `_build_disagg_summary_dict`): the estimate at the spec's 3 decimals,
+/// and its unrounded tokens/s/gpu (the search picks a decode layout's best
+/// deployment on it before rounding).
+pub(crate) fn combine(
+    prefill: &StaticRow,
+    prefill_workers: u32,
+    decode: &StaticRow,
+    decode_workers: u32,
+    (isl, osl, prefix): (u32, u32, u32),
+) -> (DisaggEstimate, f64) {
+    let (pw, dw) = (f64::from(prefill_workers), f64::from(decode_workers));
+    let ttft = prefill.ttft * TTFT_CORRECTION;
+    let prefill_rate = prefill.seq_per_s * pw * PREFILL_DEGRADATION;
+    let decode_rate = decode.seq_per_s * dw * DECODE_DEGRADATION;
+    // Python's min(prefill_rate, decode_rate): the second only when smaller.
+    let seq_s = if decode_rate < prefill_rate { decode_rate } else { prefill_rate };
+    // The spec's disagg summary counts a worker's GPUs as `pp * tp * dp`:
+    // a context-parallel prefill worker's cp ranks are not counted here
+    // (its `num_total_gpus` in the worker frame, and the search's rate
+    // matching, do count them).
+    let summary_gpus = |p: &Parallel| u64::from(p.pp) * u64::from(p.tp) * u64::from(p.dp);
+    let gpus = summary_gpus(&prefill.worker.parallel) * u64::from(prefill_workers)
+        + summary_gpus(&decode.worker.parallel) * u64::from(decode_workers);
+    let per_gpu = |v: f64| if gpus > 0 { v / gpus as f64 } else { 0.0 };
+    let tokens_s = seq_s * f64::from(osl);
+    let request_latency = ttft + decode.tpot * f64::from(osl.saturating_sub(1));
+    let side = |row: &StaticRow, workers: u32| {
+        let mut w = row.worker.clone();
+        w.workers = workers;
+        w.seq_per_s_per_worker = r3(w.seq_per_s_per_worker);
+        w.memory_gib = r3(w.memory_gib);
+        w
+    };
+    let estimate = DisaggEstimate {
+        isl,
+        osl,
+        prefix,
+        concurrency: decode.worker.global_bs * u64::from(decode_workers),
+        request_rate: r3(seq_s),
+        ttft_ms: r3(ttft),
+        tpot_ms: r3(decode.tpot),
+        request_latency_ms: r3(request_latency),
+        seq_per_s: r3(seq_s),
+        seq_per_s_per_gpu: r3(per_gpu(seq_s)),
+        tokens_per_s: r3(tokens_s),
+        tokens_per_s_per_gpu: r3(per_gpu(tokens_s)),
+        tokens_per_s_per_user: r3(decode.tokens_per_s_per_user),
+        num_total_gpus: gpus,
+        prefill: side(prefill, prefill_workers),
+        decode: side(decode, decode_workers),
+    };
+    (estimate, per_gpu(tokens_s))
 }

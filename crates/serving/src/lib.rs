@@ -10,6 +10,7 @@ mod disagg;
 mod error;
 mod memory;
 mod parallel;
+mod search;
 mod server;
 
 pub use agg::{AggEstimate, AggQuery};
@@ -18,4 +19,5 @@ pub use disagg::{DisaggEstimate, DisaggQuery, WorkerEstimate};
 pub use error::ServingError;
 pub use memory::Memory;
 pub use parallel::{Label, Parallel};
+pub use search::{AggCandidate, Candidate, DefaultSearch, DisaggCandidate, Mode, Search, SearchQuery, Skipped};
 pub use server::Server;

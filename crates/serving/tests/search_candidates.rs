@@ -9,80 +9,16 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::PathBuf;
 
 use aicsql_serving::{AggQuery, DisaggQuery, Parallel, Server};
 use aicsql_tables::DataTree;
 use aicsql_tables::pymath::np_round;
-use arrow::array::{Array, AsArray};
-use arrow::datatypes::{DataType, Float64Type};
-use common::{data_dir, goldens_dir};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use common::{data_dir, frame, goldens_dir, int, num, text};
 
 fn search_dir() -> PathBuf {
     goldens_dir().join("search")
-}
-
-/// A frame as rows of `column -> value` (numbers as f64, text as text).
-#[derive(Debug, Clone, PartialEq)]
-enum Cell {
-    Num(f64),
-    Text(String),
-    Null,
-}
-
-fn frame(path: &PathBuf) -> Vec<BTreeMap<String, Cell>> {
-    let file = File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.build())
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut rows = Vec::new();
-    for batch in reader {
-        let batch = batch.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let schema = batch.schema();
-        let mut columns: Vec<(String, Box<dyn Fn(usize) -> Cell>)> = Vec::new();
-        for (field, column) in schema.fields().iter().zip(batch.columns()) {
-            let name = field.name().clone();
-            if column.data_type().is_numeric() {
-                let c = arrow::compute::cast(column, &DataType::Float64).unwrap_or_else(|e| panic!("{name}: {e}"));
-                let a = c.as_primitive::<Float64Type>().clone();
-                columns.push((name, Box::new(move |i| if a.is_null(i) { Cell::Null } else { Cell::Num(a.value(i)) })));
-            } else if matches!(column.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
-                let c = arrow::compute::cast(column, &DataType::Utf8).unwrap_or_else(|e| panic!("{name}: {e}"));
-                let a = c.as_string::<i32>().clone();
-                columns.push((
-                    name,
-                    Box::new(move |i| if a.is_null(i) { Cell::Null } else { Cell::Text(a.value(i).to_string()) }),
-                ));
-            }
-        }
-        for i in 0..batch.num_rows() {
-            rows.push(columns.iter().map(|(n, f)| (n.clone(), f(i))).collect());
-        }
-    }
-    rows
-}
-
-fn num(row: &BTreeMap<String, Cell>, name: &str) -> f64 {
-    match row.get(name) {
-        Some(Cell::Num(v)) => *v,
-        other => panic!("column {name}: {other:?}"),
-    }
-}
-
-fn int(row: &BTreeMap<String, Cell>, name: &str) -> u32 {
-    let v = num(row, name);
-    assert!(v >= 0.0 && v.fract() == 0.0, "{name} = {v}");
-    v as u32
-}
-
-fn text<'r>(row: &'r BTreeMap<String, Cell>, name: &str) -> &'r str {
-    match row.get(name) {
-        Some(Cell::Text(v)) => v,
-        other => panic!("column {name}: {other:?}"),
-    }
 }
 
 fn r3(x: f64) -> f64 {

@@ -41,13 +41,14 @@ pub fn coerce_step(function: &str, arg_types: &[DataType]) -> Result<Vec<DataTyp
     }
 }
 
+/// `'context'` or `'generation'`, any case (read per row: no allocation).
 pub fn phase(function: &str, value: &str) -> Result<Phase> {
-    match value.to_ascii_lowercase().as_str() {
-        "context" => Ok(Phase::Context),
-        "generation" => Ok(Phase::Generation),
-        _ => Err(DataFusionError::Execution(format!(
-            "{function}: phase '{value}' is not one of 'context', 'generation'"
-        ))),
+    if value.eq_ignore_ascii_case("context") {
+        Ok(Phase::Context)
+    } else if value.eq_ignore_ascii_case("generation") {
+        Ok(Phase::Generation)
+    } else {
+        Err(DataFusionError::Execution(format!("{function}: phase '{value}' is not one of 'context', 'generation'")))
     }
 }
 

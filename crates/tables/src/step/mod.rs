@@ -273,6 +273,17 @@ impl<'a> StepModel<'a> {
         })
     }
 
+    /// The FMHA mode the checkpoint implies, before any guard (what the
+    /// spec's search labels a decode worker with).
+    pub fn checkpoint_fmha(&self) -> FmhaQuant {
+        self.inferred.fmha.unwrap_or(FmhaQuant::Bfloat16)
+    }
+
+    /// The spec's family name of the model (`LLAMA`, `MOE`, `DEEPSEEK`, ...).
+    pub fn spec_family(&self) -> &'static str {
+        self.desc.spec_family
+    }
+
     /// Whether the model has experts (its moe_tp / moe_ep mean something).
     pub fn is_moe(&self) -> bool {
         self.desc.is_moe()

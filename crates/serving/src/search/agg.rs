@@ -1,0 +1,232 @@
+//! `sweep_agg` (docs/spec/search.md 2): per layout, a walk over batch sizes
+//! and context-token budgets priced by the agg estimate; per TPOT value of
+//! the sweep, the points within both limits, top 10 by seq/s; the union
+//! without repeats, by tokens/s/gpu.
+
+use aicsql_tables::pymath::{np_round, py_floordiv};
+
+use crate::agg::{AggEstimate, AggQuery};
+use crate::error::ServingError;
+use crate::parallel::Parallel;
+use crate::search::sort::pandas_order;
+use crate::search::{AggCandidate, SearchQuery, Skipped, Sweep, skippable, tpot_sweep};
+use crate::server::Server;
+
+/// Rows kept per (layout, TPOT) call.
+const TOP_K: usize = 10;
+/// The agg sweep's largest batch.
+const MAX_BATCH: u32 = 512;
+/// The context-token stride of the budget list.
+const CTX_STRIDE: u32 = 512;
+
+/// `1..15, 16..28 by 4, 32..56 by 8, 64..240 by 16, 256..480 by 32, 512,
+/// 768, 1024`, up to `MAX_BATCH`.
+fn batch_sizes() -> Vec<u32> {
+    (1..16)
+        .chain((16..32).step_by(4))
+        .chain((32..64).step_by(8))
+        .chain((64..256).step_by(16))
+        .chain((256..512).step_by(32))
+        .chain([512, 768, 1024])
+        .filter(|&b| b <= MAX_BATCH)
+        .collect()
+}
+
+/// The context-token budgets of one isl (chunked prefill off).
+fn ctx_budgets(isl: u32) -> Vec<u32> {
+    let isl = u64::from(isl);
+    let max_ctx = 8192u64.max(2 * isl);
+    let stride = u64::from(CTX_STRIDE).max(8192 / 16);
+    let large = 1024u64.max(stride).max(max_ctx / 8);
+    let stride = isl.max(stride);
+    // int(ceil(large / isl) * isl)
+    let large = large.div_ceil(isl) * isl;
+    let mut out: Vec<u64> = Vec::new();
+    let mut c = 0u64;
+    loop {
+        c += if c < 8192 { stride } else { large };
+        if c > max_ctx {
+            break;
+        }
+        out.push(c);
+    }
+    for extra in [isl, 2 * isl] {
+        if !out.contains(&extra) {
+            out.push(extra);
+        }
+    }
+    out.sort_unstable();
+    out.into_iter().filter_map(|c| u32::try_from(c).ok()).collect()
+}
+
+/// A priced point of a layout's walk.
+struct Point {
+    /// Unrounded, for the limits.
+    ttft: f64,
+    tpot: f64,
+    /// The row as the frame holds it.
+    row: AggEstimate,
+}
+
+/// The frame's rounding (`DataFrame.round(3)` on float columns).
+fn rounded(mut e: AggEstimate, parallel: &Parallel) -> AggEstimate {
+    let r = |x: &mut f64| *x = np_round(*x, 3);
+    for x in [
+        &mut e.request_rate,
+        &mut e.ttft_ms,
+        &mut e.tpot_ms,
+        &mut e.request_latency_ms,
+        &mut e.seq_per_s,
+        &mut e.seq_per_s_per_gpu,
+        &mut e.tokens_per_s,
+        &mut e.tokens_per_s_per_gpu,
+        &mut e.tokens_per_s_per_user,
+        &mut e.memory.total,
+        &mut e.balance_score,
+        &mut e.num_ctx_reqs,
+        &mut e.num_gen_reqs,
+        &mut e.num_tokens,
+    ] {
+        r(x);
+    }
+    // The search sets a dense model's MoE widths to 1 and reports them.
+    e.moe_tp = e.moe_tp.or(parallel.moe_tp.map(i64::from));
+    e.moe_ep = e.moe_ep.or(parallel.moe_ep.map(i64::from));
+    e
+}
+
+impl Server<'_> {
+    pub(crate) fn sweep_agg(
+        &mut self,
+        q: &SearchQuery,
+        layouts: &[Parallel],
+    ) -> Result<Sweep<AggCandidate>, ServingError> {
+        let batches = batch_sizes();
+        let budgets = ctx_budgets(q.isl);
+        let mut skipped = Vec::new();
+        let mut walks: Vec<Vec<Point>> = Vec::with_capacity(layouts.len());
+        let (mut priced_any, mut fitted_any) = (false, false);
+        for parallel in layouts {
+            match self.walk(q, parallel, &batches, &budgets) {
+                Ok((points, priced)) => {
+                    priced_any |= priced;
+                    fitted_any |= !points.is_empty();
+                    walks.push(points);
+                }
+                Err(e) if skippable(&e) => {
+                    skipped.push(Skipped { parallel: *parallel, reason: e.to_string() });
+                    walks.push(Vec::new());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // Per (layout, t): the points within both limits, top 10 by seq/s.
+        let mut picked: Vec<(usize, usize)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (layout, points) in walks.iter().enumerate() {
+            if points.is_empty() {
+                continue;
+            }
+            for t in tpot_sweep() {
+                let kept: Vec<usize> =
+                    (0..points.len()).filter(|&i| points[i].tpot <= t && points[i].ttft <= q.ttft_ms).collect();
+                if kept.is_empty() {
+                    continue;
+                }
+                let seq_s: Vec<f64> = kept.iter().map(|&i| points[i].row.seq_per_s).collect();
+                for k in pandas_order(&seq_s, false).into_iter().take(TOP_K) {
+                    // drop_duplicates(keep="first"): a point's row is a
+                    // function of (layout, batch, budget).
+                    if seen.insert((layout, kept[k])) {
+                        picked.push((layout, kept[k]));
+                    }
+                }
+            }
+        }
+        let tps_gpu: Vec<f64> = picked.iter().map(|&(l, i)| walks[l][i].row.tokens_per_s_per_gpu).collect();
+        let candidates: Vec<AggCandidate> = pandas_order(&tps_gpu, false)
+            .into_iter()
+            .map(|k| {
+                let (l, i) = picked[k];
+                AggCandidate { estimate: walks[l][i].row.clone() }
+            })
+            .collect();
+        let reason = candidates.is_empty().then(|| {
+            if !skipped.is_empty() && !fitted_any {
+                format!("no layout priced a point: {}", skipped[0].reason)
+            } else if priced_any && !fitted_any {
+                "the model does not fit in GPU memory at any parallel config".to_string()
+            } else {
+                format!("no config meets the TTFT limit of {} ms at any TPOT of the sweep", q.ttft_ms)
+            }
+        });
+        Ok(Sweep { candidates, skipped, reason })
+    }
+
+    /// The priced points of one layout in walk order, and whether any point
+    /// was priced (an OOM counts). An error of any point drops the layout.
+    fn walk(
+        &mut self,
+        q: &SearchQuery,
+        parallel: &Parallel,
+        batches: &[u32],
+        budgets: &[u32],
+    ) -> Result<(Vec<Point>, bool), ServingError> {
+        let (isl, osl) = (f64::from(q.isl), f64::from(q.osl));
+        let mut points = Vec::new();
+        let mut priced = false;
+        for &b in batches {
+            let bf = f64::from(b);
+            // Balance-equivalent points already priced at this layout.
+            let mut capped: Vec<f64> = Vec::new();
+            for &c in budgets {
+                let cf = f64::from(c);
+                let requests = (cf / isl).ceil();
+                if bf - requests < 0.0 || (b > 1 && bf - requests < 1.0) {
+                    break;
+                }
+                let balance = isl * bf / cf / osl;
+                if balance > 1.0 {
+                    let g = py_floordiv(bf, balance);
+                    if g > 1.0 && capped.contains(&g) {
+                        continue;
+                    }
+                    capped.push(g);
+                }
+                let query = AggQuery {
+                    parallel: *parallel,
+                    batch: b,
+                    isl: q.isl,
+                    osl: q.osl,
+                    prefix: q.prefix,
+                    ctx_tokens: Some(c),
+                };
+                priced = true;
+                match self.estimate_agg(&query) {
+                    // Larger budgets need more memory: the next batch.
+                    Err(ServingError::OutOfMemory(_)) => break,
+                    // TRT-LLM's KV budget exceeded: the sweep's KV-OOM.
+                    Ok(e) if e.warning.is_some() => break,
+                    Ok(e) => points.push(Point { ttft: e.ttft_ms, tpot: e.tpot_ms, row: rounded(e, parallel) }),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok((points, priced))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spec_lists() {
+        assert_eq!(batch_sizes().len(), 44);
+        assert_eq!(&batch_sizes()[..20], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 20, 24, 28, 32]);
+        let small = ctx_budgets(256);
+        assert_eq!(small.len(), 17);
+        assert_eq!((small[0], small[1], small[16]), (256, 512, 8192));
+        assert_eq!(ctx_budgets(4000), [4000, 8000]);
+    }
+}

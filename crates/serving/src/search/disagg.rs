@@ -1,0 +1,218 @@
+//! `sweep_disagg` (docs/spec/search.md 3): static prefill and decode worker
+//! rows per layout and batch size; per TPOT value of the sweep, the
+//! prefill workers within the TTFT limit, the decode workers under the TPOT
+//! value, their worker counts matched, the best deployment per decode
+//! layout, top 5; the union without repeats, by tokens/s/gpu.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::backend::Backend;
+use crate::disagg::{StaticRow, combine};
+use crate::error::ServingError;
+use crate::parallel::Parallel;
+use crate::search::sort::{desc, pandas_order, stable_order};
+use crate::search::space::Space;
+use crate::search::{DisaggCandidate, SearchQuery, Skipped, Sweep, skippable, tpot_sweep};
+use crate::server::Server;
+
+/// Worker counts tried per side.
+const MAX_WORKERS: u32 = 32;
+/// Prefill rows kept per TPOT value, decode rows per decode layout.
+const MAX_PREFILL_ROWS: usize = 32;
+const MAX_DECODE_ROWS_PER_LAYOUT: usize = 16;
+/// Deployments kept per TPOT value.
+const TOP_K: usize = 5;
+/// The decode batch budget (`decode_max_batch_size`).
+const DECODE_MAX_BATCH: u32 = 512;
+/// The TTFT of an autoscaled prefill pool, and the rate-matching degradations.
+const TTFT_CORRECTION: f64 = 1.8;
+const PREFILL_DEGRADATION: f64 = 0.9;
+const DECODE_DEGRADATION: f64 = 0.92;
+
+/// `1..15, 16..30 by 2, 32..124 by 4, 128..504 by 8, 512`, up to the budget.
+fn decode_batches() -> Vec<u32> {
+    (1..16)
+        .chain((16..32).step_by(2))
+        .chain((32..128).step_by(4))
+        .chain((128..512).step_by(8))
+        .chain([512])
+        .filter(|&b| b <= DECODE_MAX_BATCH)
+        .collect()
+}
+
+/// A static worker row and its layout label (the decode groups key on it).
+struct Worker {
+    row: StaticRow,
+    label: String,
+}
+
+impl Server<'_> {
+    pub(crate) fn sweep_disagg(
+        &mut self,
+        q: &SearchQuery,
+        space: &Space,
+    ) -> Result<Sweep<DisaggCandidate>, ServingError> {
+        let mut skipped = Vec::new();
+        // Prefill batches: 1 ..= (1 * isl) // isl.
+        let prefill = self.workers(q, &space.prefill, &[1], true, &mut skipped)?;
+        let decode = self.workers(q, &space.decode, &decode_batches(), false, &mut skipped)?;
+        if prefill.is_empty() || decode.is_empty() {
+            let side = if prefill.is_empty() { "prefill" } else { "decode" };
+            let reason = skipped.first().map_or_else(
+                || format!("no {side} worker fits in GPU memory at any parallel config"),
+                |s: &Skipped| format!("no {side} worker priced: {}", s.reason),
+            );
+            return Ok(Sweep { candidates: Vec::new(), skipped, reason: Some(reason) });
+        }
+        let require_same_tp = self.backend == Backend::Sglang;
+        let workload = (q.isl, q.osl, q.prefix);
+
+        // The prefill candidates do not depend on the TPOT value.
+        let within: Vec<usize> =
+            (0..prefill.len()).filter(|&i| prefill[i].row.ttft * TTFT_CORRECTION < q.ttft_ms).collect();
+        let order = stable_order(within.len(), |a, b| {
+            let (pa, pb) = (&prefill[within[a]].row, &prefill[within[b]].row);
+            desc(pa.seq_per_s_per_gpu, pb.seq_per_s_per_gpu).then(pa.worker.global_bs.cmp(&pb.worker.global_bs))
+        });
+        let prefill_top: Vec<usize> = order.into_iter().take(MAX_PREFILL_ROWS).map(|k| within[k]).collect();
+
+        let mut matched: HashMap<(usize, usize), Option<(u32, u32)>> = HashMap::new();
+        let mut seen: HashSet<(usize, usize)> = HashSet::new();
+        let mut found: Vec<DisaggCandidate> = Vec::new();
+        if !prefill_top.is_empty() {
+            for t in tpot_sweep() {
+                // Decode workers under t (strict, on the rounded tpot), by layout in string order.
+                let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+                for (i, d) in decode.iter().enumerate() {
+                    if d.row.tpot < t * 1.0 && d.row.tpot > t * 0.0 {
+                        groups.entry(d.label.as_str()).or_default().push(i);
+                    }
+                }
+                let mut best: Vec<((usize, usize), DisaggCandidate)> = Vec::new();
+                for members in groups.values() {
+                    let rates: Vec<f64> = members.iter().map(|&i| decode[i].row.seq_per_s_per_gpu).collect();
+                    let mut top: Option<(f64, u64, (usize, usize), DisaggCandidate)> = None;
+                    for k in pandas_order(&rates, false).into_iter().take(MAX_DECODE_ROWS_PER_LAYOUT) {
+                        let di = members[k];
+                        let d = &decode[di].row;
+                        for &pi in &prefill_top {
+                            let p = &prefill[pi].row;
+                            if require_same_tp && p.worker.parallel.tp != d.worker.parallel.tp {
+                                continue;
+                            }
+                            let pair =
+                                *matched.entry((pi, di)).or_insert_with(|| match_workers(p, d, &space.deployments));
+                            let Some((np, nd)) = pair else { continue };
+                            let (estimate, tps_gpu) = combine(p, np, d, nd, workload);
+                            let gpus = estimate.num_total_gpus;
+                            // Python's max over (tokens/s/gpu, -gpus): the first maximum.
+                            let better = match &top {
+                                None => true,
+                                Some((b_tps, b_gpus, ..)) => tps_gpu > *b_tps || (tps_gpu == *b_tps && gpus < *b_gpus),
+                            };
+                            if better {
+                                top = Some((tps_gpu, gpus, (pi, di), DisaggCandidate { estimate }));
+                            }
+                        }
+                    }
+                    if let Some((_, _, key, candidate)) = top {
+                        best.push((key, candidate));
+                    }
+                }
+                let tps: Vec<f64> = best.iter().map(|(_, c)| c.estimate.tokens_per_s_per_gpu).collect();
+                for k in pandas_order(&tps, false).into_iter().take(TOP_K) {
+                    // drop_duplicates: a deployment's row is a function of its worker pair.
+                    if seen.insert(best[k].0) {
+                        found.push(best[k].1.clone());
+                    }
+                }
+            }
+        }
+        let tps: Vec<f64> = found.iter().map(|c| c.estimate.tokens_per_s_per_gpu).collect();
+        let mut slots: Vec<Option<DisaggCandidate>> = found.into_iter().map(Some).collect();
+        let candidates: Vec<DisaggCandidate> =
+            pandas_order(&tps, false).into_iter().filter_map(|k| slots[k].take()).collect();
+        let reason = candidates.is_empty().then(|| {
+            format!("no disaggregated deployment meets the TTFT limit of {} ms at any TPOT of the sweep", q.ttft_ms)
+        });
+        Ok(Sweep { candidates, skipped, reason })
+    }
+
+    /// The static worker rows of one role, layout by layout, batch sizes
+    /// ascending until one does not fit. A layout that raises keeps the
+    /// rows it priced before.
+    fn workers(
+        &mut self,
+        q: &SearchQuery,
+        layouts: &[Parallel],
+        batches: &[u32],
+        prefill: bool,
+        skipped: &mut Vec<Skipped>,
+    ) -> Result<Vec<Worker>, ServingError> {
+        let mut out = Vec::new();
+        for parallel in layouts {
+            for &b in batches {
+                let row = if prefill {
+                    self.prefill_row(parallel, b, 1, q.isl, q.osl, q.prefix)
+                } else {
+                    self.decode_row(parallel, b, 1, q.isl, q.osl, q.prefix)
+                };
+                match row {
+                    Ok(mut row) if row.fits => {
+                        if !prefill {
+                            // The search's decode role keeps the checkpoint's FMHA
+                            // label (a decode step reads no FMHA table).
+                            row.worker.quants.fmha = self.step.checkpoint_fmha();
+                        }
+                        let label = row.worker.label().to_string();
+                        out.push(Worker { row, label });
+                    }
+                    Ok(_) => break,
+                    Err(e) if skippable(&e) => {
+                        skipped.push(Skipped { parallel: *parallel, reason: e.to_string() });
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The worker counts of a prefill and a decode worker (docs/spec/search.md
+/// 3.4): decode workers outer, prefill inner, 1..=32 each; a deployment's
+/// GPUs (`tp * pp * dp * cp` per worker) must be one of `deployments`; the
+/// first strictly best `min(prefill rate, decode rate) / gpus`.
+fn match_workers(p: &StaticRow, d: &StaticRow, deployments: &[u64]) -> Option<(u32, u32)> {
+    let (pg, dg) = (p.gpus(), d.gpus());
+    let (mut best, mut answer) = (0.0f64, None);
+    for nd in 1..=MAX_WORKERS {
+        for np in 1..=MAX_WORKERS {
+            let n = pg * u64::from(np) + dg * u64::from(nd);
+            if !deployments.is_empty() && !deployments.contains(&n) {
+                continue;
+            }
+            let prefill_rate = p.seq_per_s * f64::from(np) * PREFILL_DEGRADATION;
+            let decode_rate = d.seq_per_s * f64::from(nd) * DECODE_DEGRADATION;
+            let rate = if decode_rate < prefill_rate { decode_rate } else { prefill_rate };
+            let v = rate / n as f64;
+            if v > best {
+                (best, answer) = (v, Some((np, nd)));
+            }
+        }
+    }
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_decode_batches() {
+        let b = decode_batches();
+        assert_eq!(b.len(), 96);
+        assert_eq!((b[14], b[15], b[23], b[24], b[95]), (15, 16, 30, 32, 512));
+    }
+}

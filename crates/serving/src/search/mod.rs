@@ -1,0 +1,235 @@
+//! The deployment search of aiconfigurator's `cli default`
+//! (docs/spec/search.md): for a model on a database and a GPU budget, every
+//! parallel layout and batch size, aggregated and disaggregated, the
+//! candidates that meet the TTFT limit over the spec's TPOT sweep, the
+//! Pareto frontier of tokens/s/gpu_cluster against tokens/s/user, and the
+//! best configurations under the user's TPOT limit. The frames come out as
+//! the spec's do: same rows, same values at its 3 decimals, same order.
+
+mod agg;
+mod disagg;
+mod pick;
+mod sort;
+mod space;
+
+use crate::agg::AggEstimate;
+use crate::disagg::DisaggEstimate;
+use crate::error::ServingError;
+use crate::parallel::Parallel;
+use crate::server::Server;
+
+pub use pick::Mode;
+
+/// The spec's `cli default` arguments the search reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SearchQuery {
+    pub total_gpus: u32,
+    pub isl: u32,
+    pub osl: u32,
+    pub prefix: u32,
+    /// TTFT limit (ms): filters agg points and prefill workers.
+    pub ttft_ms: f64,
+    /// The user's TPOT limit (ms): picks the best configs only; the sweeps
+    /// run the spec's fixed TPOT list.
+    pub tpot_ms: f64,
+    /// Best configs kept per mode (the spec's `top_n`, 5).
+    pub top_n: usize,
+    /// Drop candidates above the TPOT limit before the frontier (the spec's
+    /// `strict_sla`, off by default).
+    pub strict_sla: bool,
+}
+
+impl SearchQuery {
+    fn check(&self) -> Result<(), ServingError> {
+        for (value, name) in [(self.total_gpus, "total_gpus"), (self.isl, "isl"), (self.osl, "osl")] {
+            if value == 0 {
+                return Err(ServingError::input(format!("search: {name} must be at least 1")));
+            }
+        }
+        if self.prefix >= self.isl {
+            return Err(ServingError::input(format!(
+                "search: prefix {} must be smaller than isl {}",
+                self.prefix, self.isl
+            )));
+        }
+        for (value, name) in [(self.ttft_ms, "ttft"), (self.tpot_ms, "tpot")] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(ServingError::input(format!(
+                    "search: {name} must be a positive number of ms, got {value}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The TPOT values both sweeps run (ms): 1..19, then 20..295 by 5.
+pub(crate) fn tpot_sweep() -> impl Iterator<Item = f64> {
+    (1..20).chain((20..300).step_by(5)).map(f64::from)
+}
+
+/// A row of a search frame: what the frontier and the picks read.
+pub trait Candidate {
+    fn tokens_per_s_per_gpu(&self) -> f64;
+    fn tokens_per_s_per_user(&self) -> f64;
+    fn tpot_ms(&self) -> f64;
+    fn num_total_gpus(&self) -> u64;
+    /// The layout the best configs are chosen per: agg `parallel`, disagg
+    /// `(d)parallel`.
+    fn group(&self) -> String;
+}
+
+/// One aggregated candidate: the spec's row, values at 3 decimals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AggCandidate {
+    pub estimate: AggEstimate,
+}
+
+/// One disaggregated candidate (the estimate is already at 3 decimals).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DisaggCandidate {
+    pub estimate: DisaggEstimate,
+}
+
+impl Candidate for AggCandidate {
+    fn tokens_per_s_per_gpu(&self) -> f64 {
+        self.estimate.tokens_per_s_per_gpu
+    }
+    fn tokens_per_s_per_user(&self) -> f64 {
+        self.estimate.tokens_per_s_per_user
+    }
+    fn tpot_ms(&self) -> f64 {
+        self.estimate.tpot_ms
+    }
+    fn num_total_gpus(&self) -> u64 {
+        self.estimate.num_total_gpus
+    }
+    fn group(&self) -> String {
+        self.estimate.label().to_string()
+    }
+}
+
+impl Candidate for DisaggCandidate {
+    fn tokens_per_s_per_gpu(&self) -> f64 {
+        self.estimate.tokens_per_s_per_gpu
+    }
+    fn tokens_per_s_per_user(&self) -> f64 {
+        self.estimate.tokens_per_s_per_user
+    }
+    fn tpot_ms(&self) -> f64 {
+        self.estimate.tpot_ms
+    }
+    fn num_total_gpus(&self) -> u64 {
+        self.estimate.num_total_gpus
+    }
+    fn group(&self) -> String {
+        self.estimate.decode.label().to_string()
+    }
+}
+
+/// A layout the spec's sweep drops silently (its model or a point raised),
+/// and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skipped {
+    pub parallel: Parallel,
+    pub reason: String,
+}
+
+/// One mode's search: the candidates frame in the spec's order, the
+/// frontier and the best configs (positions in `candidates`, each in its
+/// own frame's order), and `tokens/s/gpu_cluster` of every candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Search<C> {
+    pub candidates: Vec<C>,
+    /// `tokens/s/gpu * (total_gpus // n) * n / total_gpus` per candidate.
+    pub cluster: Vec<f64>,
+    /// The frontier, sorted by tokens/s/user ascending.
+    pub pareto: Vec<usize>,
+    /// The best configs, rank 1 first.
+    pub best: Vec<usize>,
+    /// tokens/s/gpu_cluster of rank 1 (0.0 when there is none).
+    pub best_throughput: f64,
+    pub skipped: Vec<Skipped>,
+    /// Why there is no candidate (the spec drops the mode), if there is none.
+    pub reason: Option<String>,
+}
+
+/// Both modes and the one the spec chooses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefaultSearch {
+    pub agg: Option<Search<AggCandidate>>,
+    /// `None` for a budget of one GPU (the spec builds no disagg task).
+    pub disagg: Option<Search<DisaggCandidate>>,
+    /// The mode with the higher best throughput, agg on a tie; `None` when
+    /// neither found a config.
+    pub chosen: Option<Mode>,
+}
+
+impl Server<'_> {
+    /// The spec's agg experiment of `cli default`.
+    pub fn search_agg(&mut self, q: &SearchQuery) -> Result<Search<AggCandidate>, ServingError> {
+        q.check()?;
+        let space = self.space(q)?;
+        let sweep = self.sweep_agg(q, &space.agg)?;
+        Ok(pick::finish(sweep, q))
+    }
+
+    /// The spec's disagg experiment of `cli default`.
+    pub fn search_disagg(&mut self, q: &SearchQuery) -> Result<Search<DisaggCandidate>, ServingError> {
+        q.check()?;
+        let space = self.space(q)?;
+        let sweep = self.sweep_disagg(q, &space)?;
+        Ok(pick::finish(sweep, q))
+    }
+
+    /// `cli default`: agg, disagg (budgets of 2 GPUs and more), the chosen mode.
+    pub fn search_default(&mut self, q: &SearchQuery) -> Result<DefaultSearch, ServingError> {
+        let agg = self.search_agg(q)?;
+        let disagg = if q.total_gpus >= 2 { Some(self.search_disagg(q)?) } else { None };
+        // A mode without candidates is an experiment the spec drops.
+        let agg_best = (!agg.candidates.is_empty()).then_some(agg.best_throughput);
+        let disagg_best = disagg.as_ref().filter(|s| !s.candidates.is_empty()).map(|s| s.best_throughput);
+        let chosen = match (agg_best, disagg_best) {
+            (Some(a), Some(d)) => Some(if d > a { Mode::Disagg } else { Mode::Agg }),
+            (Some(_), None) => Some(Mode::Agg),
+            (None, Some(_)) => Some(Mode::Disagg),
+            (None, None) => None,
+        };
+        Ok(DefaultSearch { agg: Some(agg), disagg, chosen })
+    }
+
+    fn space(&mut self, q: &SearchQuery) -> Result<space::Space, ServingError> {
+        let family = self.step.spec_family();
+        let backend = self.backend;
+        // Every family this crate prices declares context parallelism on
+        // sglang, so the spec sweeps cp there; the step has it for LLAMA
+        // and MOE only.
+        let cp = backend == crate::backend::Backend::Sglang;
+        if cp && !matches!(family, "LLAMA" | "QWEN3VL" | "MOE" | "QWEN3VL_MOE") {
+            return Err(ServingError::input(format!(
+                "search: the spec sweeps context parallelism (cp 2/4/8) for {family} on sglang, which the step does not price yet"
+            )));
+        }
+        Ok(space::SpaceOf {
+            is_moe: self.step.is_moe(),
+            backend,
+            system: &self.system.system,
+            cp,
+            total_gpus: q.total_gpus,
+        }
+        .build())
+    }
+}
+
+/// What a sweep hands to the picks.
+pub(crate) struct Sweep<C> {
+    pub candidates: Vec<C>,
+    pub skipped: Vec<Skipped>,
+    pub reason: Option<String>,
+}
+
+/// The spec drops a layout whose model or any point raises; a data error
+/// (a corrupt table, a bug) is not such a case and stops the search.
+fn skippable(e: &ServingError) -> bool {
+    !matches!(e, ServingError::Step(aicsql_tables::StepError::Data(_)))
+}

@@ -1,0 +1,253 @@
+//! `cli default` on the Rust path against the spec's own runs
+//! (`tests/goldens/search/<case>/`): for each case and mode, the candidates
+//! frame, the Pareto front and the best configs equal the spec's row for
+//! row, in order, on every column (values at the spec's 3 decimals, exact
+//! equality), and `chosen_exp` / `best_throughputs` of `meta.json`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::PathBuf;
+
+use aicsql_serving::{AggCandidate, DisaggCandidate, Search, SearchQuery, Server, WorkerEstimate};
+use aicsql_tables::DataTree;
+use common::{Cell, data_dir, frame, goldens_dir};
+
+type Row = BTreeMap<String, Cell>;
+
+fn n(v: impl Into<f64>) -> Cell {
+    Cell::Num(v.into())
+}
+
+fn t(v: impl Into<String>) -> Cell {
+    Cell::Text(v.into())
+}
+
+fn opt(v: Option<i64>) -> Cell {
+    v.map_or(Cell::Null, |v| Cell::Num(v as f64))
+}
+
+/// Our agg row under the spec's column names.
+fn agg_row(c: &AggCandidate, model: &str, server: &Server, cluster: f64) -> Row {
+    let e = &c.estimate;
+    let p = e.parallel;
+    let cells: Vec<(&str, Cell)> = vec![
+        ("model", t(model)),
+        ("isl", n(e.isl)),
+        ("osl", n(e.osl)),
+        ("prefix", n(e.prefix)),
+        ("concurrency", n(e.concurrency as f64)),
+        ("request_rate", n(e.request_rate)),
+        ("bs", n(e.bs)),
+        ("global_bs", n(e.global_bs as f64)),
+        ("ttft", n(e.ttft_ms)),
+        ("tpot", n(e.tpot_ms)),
+        ("request_latency", n(e.request_latency_ms)),
+        ("encoder_latency", n(0.0)),
+        ("encoder_memory", n(0.0)),
+        ("seq/s", n(e.seq_per_s)),
+        ("seq/s/gpu", n(e.seq_per_s_per_gpu)),
+        ("tokens/s", n(e.tokens_per_s)),
+        ("tokens/s/gpu", n(e.tokens_per_s_per_gpu)),
+        ("tokens/s/user", n(e.tokens_per_s_per_user)),
+        ("num_total_gpus", n(e.num_total_gpus as f64)),
+        ("tp", n(p.tp)),
+        ("pp", n(p.pp)),
+        ("dp", n(p.dp)),
+        ("moe_tp", opt(e.moe_tp)),
+        ("moe_ep", opt(e.moe_ep)),
+        ("cp", n(p.cp)),
+        ("parallel", t(e.label().to_string())),
+        ("gemm", t(e.quants.gemm.name())),
+        ("kvcache", t(e.quants.kv.name())),
+        ("fmha", t(e.quants.fmha.name())),
+        ("moe", t(e.quants.moe.name())),
+        ("comm", t("half")),
+        ("memory", n(e.memory.total)),
+        ("balance_score", n(e.balance_score)),
+        ("num_ctx_reqs", n(e.num_ctx_reqs)),
+        ("num_gen_reqs", n(e.num_gen_reqs)),
+        ("num_tokens", n(e.num_tokens)),
+        ("ctx_tokens", n(e.ctx_tokens)),
+        ("gen_tokens", n(e.num_gen_reqs)),
+        ("backend", t(server.backend().name())),
+        ("version", t(server.version())),
+        ("system", t(server.system())),
+        ("power_w", n(0.0)),
+        ("tokens/s/gpu_cluster", n(cluster)),
+    ];
+    cells.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+fn side(row: &mut Row, s: &str, w: &WorkerEstimate, server: &Server) {
+    let p = w.parallel;
+    for (k, v) in [
+        ("bs", n(w.bs)),
+        ("global_bs", n(w.global_bs as f64)),
+        ("workers", n(w.workers)),
+        ("seq/s/worker", n(w.seq_per_s_per_worker)),
+        ("tp", n(p.tp)),
+        ("pp", n(p.pp)),
+        ("dp", n(p.dp)),
+        ("moe_tp", opt(w.moe_tp.or(p.moe_tp.map(i64::from)))),
+        ("moe_ep", opt(w.moe_ep.or(p.moe_ep.map(i64::from)))),
+        (
+            "parallel",
+            t(p.label(w.moe_tp.or(p.moe_tp.map(i64::from)), w.moe_ep.or(p.moe_ep.map(i64::from))).to_string()),
+        ),
+        ("gemm", t(w.quants.gemm.name())),
+        ("kvcache", t(w.quants.kv.name())),
+        ("fmha", t(w.quants.fmha.name())),
+        ("moe", t(w.quants.moe.name())),
+        ("comm", t("half")),
+        ("memory", n(w.memory_gib)),
+        ("backend", t(server.backend().name())),
+        ("version", t(server.version())),
+        ("system", t(server.system())),
+    ] {
+        row.insert(format!("({s}){k}"), v);
+    }
+}
+
+fn disagg_row(c: &DisaggCandidate, model: &str, server: &Server, cluster: f64) -> Row {
+    let e = &c.estimate;
+    let mut row: Row = [
+        ("model", t(model)),
+        ("isl", n(e.isl)),
+        ("osl", n(e.osl)),
+        ("prefix", n(e.prefix)),
+        ("concurrency", n(e.concurrency as f64)),
+        ("request_rate", n(e.request_rate)),
+        ("ttft", n(e.ttft_ms)),
+        ("tpot", n(e.tpot_ms)),
+        ("request_latency", n(e.request_latency_ms)),
+        ("encoder_latency", n(0.0)),
+        ("seq/s", n(e.seq_per_s)),
+        ("seq/s/gpu", n(e.seq_per_s_per_gpu)),
+        ("tokens/s", n(e.tokens_per_s)),
+        ("tokens/s/gpu", n(e.tokens_per_s_per_gpu)),
+        ("tokens/s/user", n(e.tokens_per_s_per_user)),
+        ("num_total_gpus", n(e.num_total_gpus as f64)),
+        ("(p)cp", n(e.prefill.parallel.cp)),
+        ("(e)workers", n(0.0)),
+        ("(e)tp", n(0.0)),
+        ("(e)pp", n(0.0)),
+        ("(e)parallel", t("")),
+        ("(e)memory", n(0.0)),
+        ("power_w", n(0.0)),
+        ("tokens/s/gpu_cluster", n(cluster)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    side(&mut row, "p", &e.prefill, server);
+    side(&mut row, "d", &e.decode, server);
+    row
+}
+
+/// Compares our rows with a golden frame, row by row in order, on every
+/// golden column; returns the failures.
+fn compare(what: &str, ours: &[Row], golden: &[Row]) -> Vec<String> {
+    let mut failures = Vec::new();
+    if ours.len() != golden.len() {
+        failures.push(format!("{what}: {} rows, the spec has {}", ours.len(), golden.len()));
+    }
+    for (i, (o, g)) in ours.iter().zip(golden).enumerate() {
+        for (column, want) in g {
+            let got = o.get(column).unwrap_or(&Cell::Null);
+            let equal = match (got, want) {
+                (Cell::Num(a), Cell::Num(b)) => a.to_bits() == b.to_bits() || (*a == 0.0 && *b == 0.0),
+                // An object column of the spec's frame (the Llama disagg front's
+                // cluster rate) is stored as the float's repr, which round-trips.
+                (Cell::Num(a), Cell::Text(b)) => b.parse::<f64>().is_ok_and(|b| b.to_bits() == a.to_bits()),
+                (a, b) => a == b,
+            };
+            if !equal {
+                failures.push(format!("{what} row {i} {column}: spec {want:?}, ours {got:?}"));
+            }
+        }
+    }
+    failures
+}
+
+fn check<C>(
+    what: &str,
+    search: &Search<C>,
+    dir: &PathBuf,
+    mode: &str,
+    row: impl Fn(&C, f64) -> Row,
+    failures: &mut Vec<String>,
+) {
+    let rows: Vec<Row> = search.candidates.iter().zip(&search.cluster).map(|(c, &k)| row(c, k)).collect();
+    let pick = |idx: &[usize]| idx.iter().map(|&i| rows[i].clone()).collect::<Vec<Row>>();
+    for (name, ours) in
+        [("candidates", rows.clone()), ("pareto_fronts", pick(&search.pareto)), ("best_configs", pick(&search.best))]
+    {
+        let golden = frame(&dir.join(format!("{mode}.{name}.parquet")));
+        let found = compare(&format!("{what} {mode} {name}"), &ours, &golden);
+        println!("{what} {mode} {name}: {} rows, {} differences", golden.len(), found.len());
+        failures.extend(found);
+    }
+}
+
+#[test]
+fn every_search_golden_case() {
+    let dir = data_dir();
+    let tree = DataTree::open(&[&dir]).unwrap_or_else(|e| panic!("perf data not found in {} ({e})", dir.display()));
+    let root = goldens_dir().join("search");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("meta.json").exists())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 3, "expected the search goldens, found {cases:?}");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let meta: serde_json::Value =
+            serde_json::from_reader(File::open(case.join("meta.json")).expect("meta.json")).expect("meta.json is JSON");
+        let a = &meta["args"];
+        let s = |k: &str| a[k].as_str().unwrap_or_else(|| panic!("meta args.{k}")).to_string();
+        let u = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("meta args.{k}")) as u32;
+        let f = |k: &str| a[k].as_f64().unwrap_or_else(|| panic!("meta args.{k}"));
+        let model = s("model");
+        let mut server = Server::new(&tree, &model, &s("system"), &s("backend"), &s("version"), true)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let q = SearchQuery {
+            total_gpus: u("gpus"),
+            isl: u("isl"),
+            osl: u("osl"),
+            prefix: u("prefix"),
+            ttft_ms: f("ttft"),
+            tpot_ms: f("tpot"),
+            top_n: u("top_n") as usize,
+            strict_sla: false,
+        };
+        let started = std::time::Instant::now();
+        let result = server.search_default(&q).unwrap_or_else(|e| panic!("{name}: {e}"));
+        println!(
+            "{name}: searched in {:.1} ms (spec: {} s)",
+            started.elapsed().as_secs_f64() * 1e3,
+            meta["spec_seconds"]
+        );
+        let (Some(agg), Some(disagg)) = (&result.agg, &result.disagg) else { panic!("{name}: a mode is missing") };
+        check(&name, agg, case, "agg", |c, k| agg_row(c, &model, &server, k), &mut failures);
+        check(&name, disagg, case, "disagg", |c, k| disagg_row(c, &model, &server, k), &mut failures);
+        let chosen = result.chosen.map(|m| m.name().to_string());
+        if chosen.as_deref() != meta["chosen_exp"].as_str() {
+            failures.push(format!("{name}: chosen {chosen:?}, spec {}", meta["chosen_exp"]));
+        }
+        for (mode, ours) in [("agg", agg.best_throughput), ("disagg", disagg.best_throughput)] {
+            let spec = meta["best_throughputs"][mode].as_f64().unwrap_or(f64::NAN);
+            if ours.to_bits() != spec.to_bits() {
+                failures.push(format!("{name}: best throughput {mode} {ours:?}, spec {spec:?}"));
+            }
+        }
+    }
+    for f in failures.iter().take(60) {
+        println!("FAIL {f}");
+    }
+    assert!(failures.is_empty(), "{} failures", failures.len());
+}
