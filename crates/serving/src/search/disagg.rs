@@ -213,6 +213,6 @@ mod tests {
     fn the_decode_batches() {
         let b = decode_batches();
         assert_eq!(b.len(), 96);
-        assert_eq!((b[14], b[15], b[23], b[24], b[95]), (15, 16, 30, 32, 512));
+        assert_eq!((b[14], b[15], b[22], b[23], b[95]), (15, 16, 30, 32, 512));
     }
 }
