@@ -46,6 +46,18 @@ async fn main() {
                 .await
                 .unwrap_or_else(|e| panic!("cannot register {}: {e}", file.display()));
         }
+        // The spec's `cli default` frames of the Llama-3.1-8B search golden,
+        // as `llama_search_agg` / `llama_search_disagg`.
+        for mode in ["agg", "disagg"] {
+            let file = goldens.join(format!("search/llama31_8b_h200_vllm_4gpu/{mode}.candidates.parquet"));
+            ctx.register_parquet(
+                format!("llama_search_{mode}"),
+                file.to_string_lossy().as_ref(),
+                ParquetReadOptions::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("cannot register {}: {e}", file.display()));
+        }
         let mut runner = sqllogictest::Runner::new(|| {
             let ctx = ctx.clone();
             let name = PathBuf::from(&name);

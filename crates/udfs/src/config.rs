@@ -43,15 +43,30 @@ pub struct AicOptions {
     /// Union a table with older versions of the same backend (the spec's
     /// default SILICON behaviour); `false` reads the database's own file only.
     pub shared_layer: bool,
+    /// Best configs a search keeps per mode (the spec's `top_n`).
+    pub top_n: usize,
+    /// A search drops candidates above its TPOT limit before the frontier
+    /// and the picks (the spec's `strict_sla`).
+    pub strict_sla: bool,
 }
 
 impl Default for AicOptions {
     fn default() -> Self {
-        Self { backend: String::new(), version: "latest".into(), on_miss: OnMiss::Null, shared_layer: true }
+        Self {
+            backend: String::new(),
+            version: "latest".into(),
+            on_miss: OnMiss::Null,
+            shared_layer: true,
+            top_n: 5,
+            strict_sla: false,
+        }
     }
 }
 
-const DESCRIPTIONS: [(&str, &str); 4] = [
+/// The largest `aic.top_n` (a search keeps one best config per layout).
+const MAX_TOP_N: usize = 1000;
+
+const DESCRIPTIONS: [(&str, &str); 6] = [
     (
         "backend",
         "Backend used when a database argument names only a system, e.g. 'vllm'. Empty: the argument must name it.",
@@ -64,6 +79,11 @@ const DESCRIPTIONS: [(&str, &str); 4] = [
     (
         "shared_layer",
         "Union a table with strictly older versions of the same backend, as the spec's SILICON mode does (default true); false reads the database's own file only.",
+    ),
+    ("top_n", "Best configs a search keeps per mode (the spec's top_n, default 5)."),
+    (
+        "strict_sla",
+        "Searches drop candidates above the TPOT limit before the Pareto front and the best configs (the spec's strict_sla, default false).",
     ),
 ];
 
@@ -85,6 +105,15 @@ impl AicOptions {
             }
         }
         Ok(options)
+    }
+}
+
+/// A boolean setting: true / on / 1 or false / off / 0.
+fn flag(key: &str, value: &str) -> Result<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "on" | "1" => Ok(true),
+        "false" | "off" | "0" => Ok(false),
+        other => config_err!("aic.{key} must be true or false, not '{other}'"),
     }
 }
 
@@ -122,11 +151,12 @@ impl ExtensionOptions for AicOptions {
                     other => return config_err!("aic.on_miss must be 'null' or 'error', not '{other}'"),
                 }
             }
-            "shared_layer" => {
-                self.shared_layer = match value.to_ascii_lowercase().as_str() {
-                    "true" | "on" | "1" => true,
-                    "false" | "off" | "0" => false,
-                    other => return config_err!("aic.shared_layer must be true or false, not '{other}'"),
+            "shared_layer" => self.shared_layer = flag("shared_layer", value)?,
+            "strict_sla" => self.strict_sla = flag("strict_sla", value)?,
+            "top_n" => {
+                self.top_n = match value.parse::<usize>() {
+                    Ok(n) if (1..=MAX_TOP_N).contains(&n) => n,
+                    _ => return config_err!("aic.top_n must be an integer from 1 to {MAX_TOP_N}, not '{value}'"),
                 }
             }
             other => {
@@ -146,6 +176,8 @@ impl ExtensionOptions for AicOptions {
                     "backend" => self.backend.clone(),
                     "version" => self.version.clone(),
                     "on_miss" => self.on_miss.to_string(),
+                    "top_n" => self.top_n.to_string(),
+                    "strict_sla" => self.strict_sla.to_string(),
                     _ => self.shared_layer.to_string(),
                 }),
                 description,
@@ -168,7 +200,14 @@ mod tests {
         assert!(o.set("on_miss", "zero").unwrap_err().to_string().contains("'null' or 'error'"));
         assert!(o.set("nope", "1").unwrap_err().to_string().contains("aic.on_miss"));
         let keys: Vec<String> = o.entries().into_iter().map(|e| e.key).collect();
-        assert_eq!(keys, ["aic.backend", "aic.version", "aic.on_miss", "aic.shared_layer"]);
+        assert_eq!(
+            keys,
+            ["aic.backend", "aic.version", "aic.on_miss", "aic.shared_layer", "aic.top_n", "aic.strict_sla"]
+        );
+        o.set("top_n", "3").expect("valid");
+        assert_eq!(o.top_n, 3);
+        assert!(o.set("top_n", "0").unwrap_err().to_string().contains("from 1"));
+        assert!(o.set("strict_sla", "maybe").unwrap_err().to_string().contains("true or false"));
     }
 
     /// A foreign extension (how datafusion-python hands over settings)

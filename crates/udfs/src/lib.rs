@@ -16,6 +16,10 @@ pub mod gemm_latency;
 pub mod gemm_sol;
 pub mod gemm_trace;
 pub mod rows;
+pub mod search_agg;
+mod search_args;
+pub mod search_default;
+pub mod search_disagg;
 mod serving_args;
 pub mod step_args;
 pub mod step_latency;
@@ -39,6 +43,9 @@ pub use estimate_memory::EstimateMemory;
 pub use gemm_latency::GemmLatency;
 pub use gemm_sol::GemmSolFn;
 pub use gemm_trace::GemmTrace;
+pub use search_agg::SearchAgg;
+pub use search_default::SearchDefault;
+pub use search_disagg::SearchDisagg;
 pub use step_latency::StepLatency;
 pub use step_status::StepStatus;
 
@@ -89,15 +96,18 @@ pub fn scalar_functions(tree: &Arc<DataTree>) -> Vec<ScalarUDF> {
     ]
 }
 
-/// Registers every aicsql function on `ctx`.
 /// The aicsql table functions, by the name they are registered under.
 pub fn table_functions(tree: &Arc<DataTree>) -> Vec<(&'static str, Arc<dyn TableFunctionImpl>)> {
     vec![
         (gemm_trace::NAME, Arc::new(GemmTrace::new(Arc::clone(tree)))),
         (engine_step::NAME, Arc::new(EngineStep::new(Arc::clone(tree)))),
+        (search_agg::NAME, Arc::new(SearchAgg::new(Arc::clone(tree)))),
+        (search_disagg::NAME, Arc::new(SearchDisagg::new(Arc::clone(tree)))),
+        (search_default::NAME, Arc::new(SearchDefault::new(Arc::clone(tree)))),
     ]
 }
 
+/// Registers every aicsql function on `ctx`.
 pub fn register_all(ctx: &SessionContext, tree: &Arc<DataTree>) {
     for udf in scalar_functions(tree) {
         ctx.register_udf(udf);

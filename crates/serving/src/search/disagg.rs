@@ -159,6 +159,10 @@ impl Server<'_> {
                 };
                 match row {
                     Ok(mut row) if row.fits => {
+                        // The search sets a dense model's MoE widths to 1 and reports them.
+                        let w = &mut row.worker;
+                        w.moe_tp = w.moe_tp.or(parallel.moe_tp.map(i64::from));
+                        w.moe_ep = w.moe_ep.or(parallel.moe_ep.map(i64::from));
                         if !prefill {
                             // The search's decode role keeps the checkpoint's FMHA
                             // label (a decode step reads no FMHA table).

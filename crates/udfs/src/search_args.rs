@@ -1,0 +1,107 @@
+//! What the search table functions share: their eight constant arguments
+//! and the server they search on.
+
+use std::sync::Arc;
+
+use datafusion::catalog::{Session, TableFunctionArgs};
+use datafusion::common::{Result, ScalarValue, plan_err};
+use datafusion::logical_expr::Expr;
+
+use aicsql_serving::{SearchQuery, Server};
+use aicsql_tables::DataTree;
+
+use crate::args::{constant, constant_int, constant_text};
+use crate::config::AicOptions;
+use crate::database::resolve;
+use crate::errors::serving_error;
+
+/// Argument names in order, shared by `search_agg`, `search_disagg` and
+/// `search_default`.
+pub const ARGS: [&str; 8] = ["model", "db", "total_gpus", "isl", "osl", "prefix", "ttft_ms", "tpot_ms"];
+
+/// The signature as the documentation and errors show it.
+pub fn signature(function: &str) -> String {
+    format!("{function}({})", ARGS.join(", "))
+}
+
+/// One search call: the server and the query (`None`: a NULL argument, an
+/// empty result).
+pub(crate) struct SearchCall {
+    pub server: Server<'static>,
+    pub model: String,
+    pub db: String,
+    pub query: SearchQuery,
+}
+
+/// A constant number (integer or float) argument (`NULL` → `None`).
+fn constant_number(function: &str, position: usize, value: &ScalarValue) -> Result<Option<f64>> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let ty = value.data_type();
+    if !(ty.is_integer() || ty.is_floating() || matches!(ty, datafusion::arrow::datatypes::DataType::Decimal128(..))) {
+        return plan_err!("{function}: argument {position} ({}) must be a number, got {ty}", ARGS[position - 1]);
+    }
+    match value.cast_to(&datafusion::arrow::datatypes::DataType::Float64) {
+        Ok(ScalarValue::Float64(v)) => Ok(v),
+        _ => plan_err!("{function}: argument {position} ({}) is {value}, not a number", ARGS[position - 1]),
+    }
+}
+
+/// A constant count argument: a non-negative integer that fits `u32`.
+fn constant_count(function: &str, position: usize, value: &ScalarValue) -> Result<Option<u32>> {
+    match constant_int(function, position, value)? {
+        None => Ok(None),
+        Some(v) => u32::try_from(v)
+            .map(Some)
+            .or_else(|_| plan_err!("{function}: {} = {v} is out of range (0 ..= {})", ARGS[position - 1], u32::MAX)),
+    }
+}
+
+pub(crate) fn search_call(
+    function: &str,
+    tree: &Arc<DataTree>,
+    args: &TableFunctionArgs,
+) -> Result<Option<SearchCall>> {
+    let exprs: &[Expr] = args.exprs();
+    if exprs.len() != ARGS.len() {
+        return plan_err!("{} takes {} arguments, got {}", signature(function), ARGS.len(), exprs.len());
+    }
+    let session: &dyn Session = args.session();
+    let values: Vec<ScalarValue> =
+        exprs.iter().enumerate().map(|(i, e)| constant(function, session, e, i + 1)).collect::<Result<_>>()?;
+    let options = AicOptions::from_config(session.config().options())?;
+    // Every argument's type is checked before a NULL short-circuits the call.
+    let (model, db) = (constant_text(function, 1, &values[0])?, constant_text(function, 2, &values[1])?);
+    let counts = [2, 3, 4, 5].map(|i| constant_count(function, i + 1, &values[i]));
+    let [total_gpus, isl, osl, prefix] = counts;
+    let (total_gpus, isl, osl, prefix) = (total_gpus?, isl?, osl?, prefix?);
+    let (ttft, tpot) = (constant_number(function, 7, &values[6])?, constant_number(function, 8, &values[7])?);
+    let (Some(model), Some(db), Some(total_gpus), Some(isl), Some(osl), Some(prefix), Some(ttft_ms), Some(tpot_ms)) =
+        (model, db, total_gpus, isl, osl, prefix, ttft, tpot)
+    else {
+        return Ok(None);
+    };
+    let database = resolve(function, tree, &db, &options)?;
+    let db = database.name();
+    let server = Server::shared(
+        Arc::clone(tree),
+        &model,
+        &database.system,
+        &database.backend,
+        &database.version,
+        options.shared_layer,
+    )
+    .map_err(|e| serving_error(function, &model, &db, e))?;
+    let query = SearchQuery {
+        total_gpus,
+        isl,
+        osl,
+        prefix,
+        ttft_ms,
+        tpot_ms,
+        top_n: options.top_n,
+        strict_sla: options.strict_sla,
+    };
+    Ok(Some(SearchCall { server, model, db, query }))
+}
