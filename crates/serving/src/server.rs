@@ -97,6 +97,57 @@ impl<'a> Server<'a> {
         })
     }
 
+    /// Another server of the same model and database, for another thread:
+    /// the same answers, its own memo.
+    pub fn fork(&self) -> Result<Server<'a>, ServingError> {
+        Ok(Server {
+            step: self.step.fork()?,
+            backend: self.backend,
+            system: self.system.clone(),
+            model: self.model.clone(),
+            version: self.version.clone(),
+            passes: HashMap::new(),
+        })
+    }
+
+    /// Runs `f` on every item, on up to `threads` servers (this one and
+    /// forks), each taking the next item when it is free; results in item
+    /// order.
+    pub(crate) fn map_parallel<I: Sync, T: Send>(
+        &mut self,
+        items: &[I],
+        threads: usize,
+        f: impl Fn(&mut Server<'a>, &I) -> T + Sync,
+    ) -> Result<Vec<T>, ServingError> {
+        let threads = threads.min(items.len()).max(1);
+        if threads == 1 {
+            return Ok(items.iter().map(|item| f(self, item)).collect());
+        }
+        let mut forks = (1..threads).map(|_| self.fork()).collect::<Result<Vec<_>, _>>()?;
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = |server: &mut Server<'a>| {
+            let mut done = Vec::new();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(item) = items.get(i) else { return done };
+                done.push((i, f(server, item)));
+            }
+        };
+        let mut results: Vec<(usize, T)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = forks.iter_mut().map(|server| scope.spawn(|| work(server))).collect();
+            let mut all = work(self);
+            for h in handles {
+                match h.join() {
+                    Ok(part) => all.extend(part),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            all
+        });
+        results.sort_by_key(|(i, _)| *i);
+        Ok(results.into_iter().map(|(_, t)| t).collect())
+    }
+
     /// The step model underneath (for per-op breakdowns).
     pub fn step_model(&mut self) -> &mut StepModel<'a> {
         &mut self.step

@@ -224,6 +224,7 @@ fn every_search_golden_case() {
             tpot_ms: f("tpot"),
             top_n: u("top_n") as usize,
             strict_sla: false,
+            threads: 1,
         };
         let started = std::time::Instant::now();
         let result = server.search_default(&q).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -232,6 +233,10 @@ fn every_search_golden_case() {
             started.elapsed().as_secs_f64() * 1e3,
             meta["spec_seconds"]
         );
+        // Layouts priced on two threads (each its own server): the same result.
+        let parallel =
+            server.search_default(&SearchQuery { threads: 2, ..q }).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(parallel == result, "{name}: two threads give another result");
         let (Some(agg), Some(disagg)) = (&result.agg, &result.disagg) else { panic!("{name}: a mode is missing") };
         check(&name, agg, case, "agg", |c, k| agg_row(c, &model, &server, k), &mut failures);
         check(&name, disagg, case, "disagg", |c, k| disagg_row(c, &model, &server, k), &mut failures);

@@ -102,6 +102,8 @@ pub(crate) fn search_call(
         tpot_ms,
         top_n: options.top_n,
         strict_sla: options.strict_sla,
+        // The session's parallelism (datafusion.execution.target_partitions).
+        threads: session.config().options().execution.target_partitions,
     };
     Ok(Some(SearchCall { server, model, db, query }))
 }

@@ -106,8 +106,10 @@ impl Server<'_> {
         let mut skipped = Vec::new();
         let mut walks: Vec<Vec<Point>> = Vec::with_capacity(layouts.len());
         let (mut priced_any, mut fitted_any) = (false, false);
-        for parallel in layouts {
-            match self.walk(q, parallel, &batches, &budgets) {
+        let walked =
+            self.map_parallel(layouts, q.threads, |server, parallel| server.walk(q, parallel, &batches, &budgets))?;
+        for (parallel, walk) in layouts.iter().zip(walked) {
+            match walk {
                 Ok((points, priced)) => {
                     priced_any |= priced;
                     fitted_any |= !points.is_empty();

@@ -4,7 +4,7 @@
 //! value, their worker counts matched, the best deployment per decode
 //! layout, top 5; the union without repeats, by tokens/s/gpu.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use crate::backend::Backend;
 use crate::disagg::{StaticRow, combine};
@@ -76,7 +76,8 @@ impl Server<'_> {
         });
         let prefill_top: Vec<usize> = order.into_iter().take(MAX_PREFILL_ROWS).map(|k| within[k]).collect();
 
-        let mut matched: HashMap<(usize, usize), Option<(u32, u32)>> = HashMap::new();
+        // match_workers per (prefill, decode) row, priced once.
+        let mut matched: Vec<Option<Option<(u32, u32)>>> = vec![None; prefill.len() * decode.len()];
         let mut seen: HashSet<(usize, usize)> = HashSet::new();
         let mut found: Vec<DisaggCandidate> = Vec::new();
         if !prefill_top.is_empty() {
@@ -100,8 +101,8 @@ impl Server<'_> {
                             if require_same_tp && p.worker.parallel.tp != d.worker.parallel.tp {
                                 continue;
                             }
-                            let pair =
-                                *matched.entry((pi, di)).or_insert_with(|| match_workers(p, d, &space.deployments));
+                            let pair = *matched[pi * decode.len() + di]
+                                .get_or_insert_with(|| match_workers(p, d, &space.deployments));
                             let Some((np, nd)) = pair else { continue };
                             let (estimate, tps_gpu) = combine(p, np, d, nd, workload);
                             let gpus = estimate.num_total_gpus;
@@ -149,38 +150,54 @@ impl Server<'_> {
         prefill: bool,
         skipped: &mut Vec<Skipped>,
     ) -> Result<Vec<Worker>, ServingError> {
+        let per_layout = self.map_parallel(layouts, q.threads, |server, parallel| {
+            server.layout_workers(q, parallel, batches, prefill)
+        })?;
         let mut out = Vec::new();
-        for parallel in layouts {
-            for &b in batches {
-                let row = if prefill {
-                    self.prefill_row(parallel, b, 1, q.isl, q.osl, q.prefix)
-                } else {
-                    self.decode_row(parallel, b, 1, q.isl, q.osl, q.prefix)
-                };
-                match row {
-                    Ok(mut row) if row.fits => {
-                        // The search sets a dense model's MoE widths to 1 and reports them.
-                        let w = &mut row.worker;
-                        w.moe_tp = w.moe_tp.or(parallel.moe_tp.map(i64::from));
-                        w.moe_ep = w.moe_ep.or(parallel.moe_ep.map(i64::from));
-                        if !prefill {
-                            // The search's decode role keeps the checkpoint's FMHA
-                            // label (a decode step reads no FMHA table).
-                            row.worker.quants.fmha = self.step.checkpoint_fmha();
-                        }
-                        let label = row.worker.label().to_string();
-                        out.push(Worker { row, label });
-                    }
-                    Ok(_) => break,
-                    Err(e) if skippable(&e) => {
-                        skipped.push(Skipped { parallel: *parallel, reason: e.to_string() });
-                        break;
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
+        for result in per_layout {
+            let (rows, skip) = result?;
+            out.extend(rows);
+            skipped.extend(skip);
         }
         Ok(out)
+    }
+
+    fn layout_workers(
+        &mut self,
+        q: &SearchQuery,
+        parallel: &Parallel,
+        batches: &[u32],
+        prefill: bool,
+    ) -> Result<(Vec<Worker>, Option<Skipped>), ServingError> {
+        let mut out = Vec::new();
+        for &b in batches {
+            let row = if prefill {
+                self.prefill_row(parallel, b, 1, q.isl, q.osl, q.prefix)
+            } else {
+                self.decode_row(parallel, b, 1, q.isl, q.osl, q.prefix)
+            };
+            match row {
+                Ok(mut row) if row.fits => {
+                    // The search sets a dense model's MoE widths to 1 and reports them.
+                    let w = &mut row.worker;
+                    w.moe_tp = w.moe_tp.or(parallel.moe_tp.map(i64::from));
+                    w.moe_ep = w.moe_ep.or(parallel.moe_ep.map(i64::from));
+                    if !prefill {
+                        // The search's decode role keeps the checkpoint's FMHA
+                        // label (a decode step reads no FMHA table).
+                        w.quants.fmha = self.step.checkpoint_fmha();
+                    }
+                    let label = row.worker.label().to_string();
+                    out.push(Worker { row, label });
+                }
+                Ok(_) => break,
+                Err(e) if skippable(&e) => {
+                    return Ok((out, Some(Skipped { parallel: *parallel, reason: e.to_string() })));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((out, None))
     }
 }
 
@@ -191,18 +208,34 @@ impl Server<'_> {
 fn match_workers(p: &StaticRow, d: &StaticRow, deployments: &[u64]) -> Option<(u32, u32)> {
     let (pg, dg) = (p.gpus(), d.gpus());
     let (mut best, mut answer) = (0.0f64, None);
+    let mut consider = |np: u32, nd: u32, n: u64| {
+        let prefill_rate = p.seq_per_s * f64::from(np) * PREFILL_DEGRADATION;
+        let decode_rate = d.seq_per_s * f64::from(nd) * DECODE_DEGRADATION;
+        let rate = if decode_rate < prefill_rate { decode_rate } else { prefill_rate };
+        let v = rate / n as f64;
+        if v > best {
+            (best, answer) = (v, Some((np, nd)));
+        }
+    };
     for nd in 1..=MAX_WORKERS {
-        for np in 1..=MAX_WORKERS {
-            let n = pg * u64::from(np) + dg * u64::from(nd);
-            if !deployments.is_empty() && !deployments.contains(&n) {
+        let decode_gpus = dg * u64::from(nd);
+        if deployments.is_empty() {
+            for np in 1..=MAX_WORKERS {
+                consider(np, nd, pg * u64::from(np) + decode_gpus);
+            }
+            continue;
+        }
+        // The prefill counts whose deployment size is allowed, ascending
+        // (sizes ascend with np): the same visiting order as trying every np.
+        for &n in deployments {
+            let Some(rest) = n.checked_sub(decode_gpus) else { continue };
+            if pg == 0 || rest % pg != 0 {
                 continue;
             }
-            let prefill_rate = p.seq_per_s * f64::from(np) * PREFILL_DEGRADATION;
-            let decode_rate = d.seq_per_s * f64::from(nd) * DECODE_DEGRADATION;
-            let rate = if decode_rate < prefill_rate { decode_rate } else { prefill_rate };
-            let v = rate / n as f64;
-            if v > best {
-                (best, answer) = (v, Some((np, nd)));
+            if let Ok(np) = u32::try_from(rest / pg)
+                && (1..=MAX_WORKERS).contains(&np)
+            {
+                consider(np, nd, n);
             }
         }
     }

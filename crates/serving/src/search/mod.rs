@@ -37,6 +37,9 @@ pub struct SearchQuery {
     /// Drop candidates above the TPOT limit before the frontier (the spec's
     /// `strict_sla`, off by default).
     pub strict_sla: bool,
+    /// Threads pricing layouts side by side (each with its own server);
+    /// the result does not depend on it. 0 or 1: this thread only.
+    pub threads: usize,
 }
 
 impl SearchQuery {

@@ -96,6 +96,7 @@ pub(crate) struct Tables<'a> {
 /// The mounted tree, borrowed or shared: a step model built from an
 /// `Arc<DataTree>` owns its handle, so it can outlive the caller's borrow
 /// (the SQL functions keep warm models across batches).
+#[derive(Clone)]
 pub(crate) enum TreeRef<'a> {
     Borrowed(&'a DataTree),
     Shared(Arc<DataTree>),
@@ -233,6 +234,12 @@ impl<'a> Tables<'a> {
 
     pub fn backend(&self) -> &str {
         &self.backend
+    }
+
+    /// The same database on the same tree, with nothing loaded yet (the
+    /// process-wide table cache makes loading cheap).
+    pub fn fork(&self) -> Result<Tables<'a>, StepError> {
+        Tables::new(self.tree.clone(), &self.system, &self.backend, &self.version, self.shared)
     }
 
     fn gemm_table(&mut self, quant: GemmQuant) -> Result<Arc<GemmTable>, TablesError> {

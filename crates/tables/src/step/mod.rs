@@ -150,6 +150,8 @@ impl Prepared {
 /// first use and are shared process-wide), op lists are built once per
 /// phase and parallelism. Not `Sync`: keep one per thread or batch.
 pub struct StepModel<'a> {
+    /// `Org/Name`, as built.
+    model: String,
     tables: Tables<'a>,
     desc: ModelDesc,
     inferred: quants::Inferred,
@@ -198,7 +200,20 @@ impl<'a> StepModel<'a> {
         let desc = ModelDesc::from_config(&cfg)?;
         let inferred = quants::infer(&cfg)?;
         let tables = Tables::new(tree, system, backend, version, shared_layer)?;
-        Ok(StepModel { tables, desc, inferred, prepared: Vec::new() })
+        Ok(StepModel { model: model.to_string(), tables, desc, inferred, prepared: Vec::new() })
+    }
+
+    /// Another model of the same checkpoint on the same database, for
+    /// another thread (op lists are rebuilt on first use; tables are shared
+    /// process-wide).
+    pub fn fork(&self) -> Result<StepModel<'a>, StepError> {
+        Ok(StepModel {
+            model: self.model.clone(),
+            tables: self.tables.fork()?,
+            desc: self.desc.clone(),
+            inferred: self.inferred,
+            prepared: Vec::new(),
+        })
     }
 
     /// The step's total only: TTFT (context) or TPOT (generation), in ms.

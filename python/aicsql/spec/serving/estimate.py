@@ -327,10 +327,23 @@ def oom_message_agg(model: str, system: str, tp: int, dp: int = 1, pp: int = 1) 
     )
 
 
+def worker(ctx: StepContext, layout: Layout, role: str = "context") -> "_Worker":
+    """The model at one layout, built once and reused for many points (the
+    search prices a layout's whole grid with one): ``role`` 'context' for an
+    aggregated or prefill worker, 'generation' for a decode worker (the quant
+    modes it reports). ValueError where the spec's model construction raises."""
+    return _Worker(ctx, layout, role)
+
+
 def agg_estimate(ctx: StepContext, layout: Layout, b: int, isl: int, osl: int, prefix: int, ctx_tokens: int) -> AggResult:
     """``run_agg`` + ``_run_agg_estimate`` for one point (ServingMiss on a
     step miss; OOM is reported in the result, the caller decides)."""
-    w = _Worker(ctx, layout, "context")
+    return agg_point(_Worker(ctx, layout, "context"), b, isl, osl, prefix, ctx_tokens)
+
+
+def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens: int) -> AggResult:
+    """`agg_estimate` on a `worker` built once (the same numbers)."""
+    ctx, layout = w.ctx, w.layout
     backend = w.backend
     model = ctx.model
     balance_score = isl * b / ctx_tokens / osl
@@ -523,6 +536,27 @@ def _static_row(w: _Worker, mode: str, batch: int, isl: int, osl: int, prefix: i
     return row, is_oom(memory, capacity_bytes(w.ctx.kernels.system))
 
 
+def static_worker_row(w: "_Worker", mode: str, batch: int, isl: int, osl: int, prefix: int) -> Tuple[dict, bool]:
+    """One worker row of the disaggregated search (``run_static`` +
+    ``get_summary_df``: ``DataFrame([row], columns=ColumnsStatic).round(3)``)
+    at the role's latency correction (static_ctx 1.1, static_gen 1.08): the
+    rounded fields the rate matching reads plus ``num_total_gpus = tp * pp *
+    dp * cp`` (cp counted), ``moe_tp``, ``moe_ep``, ``cp``, ``parallel`` and
+    the labels the worker reports; and whether it is OOM. ServingMiss on a
+    step miss."""
+    scale = PREFILL_LATENCY_CORRECTION_SCALE if mode == "static_ctx" else DECODE_LATENCY_CORRECTION_SCALE
+    row, oom = _static_row(w, mode, batch, isl, osl, prefix, scale)
+    lay = w.layout
+    db = w.ctx.db
+    row.update({
+        "request_rate": 0.0, "encoder_latency": 0, "encoder_memory": 0.0,
+        "num_total_gpus": lay.tp * lay.pp * lay.dp * lay.cp, "moe_tp": lay.moe_tp, "moe_ep": lay.moe_ep,
+        "cp": lay.cp, "parallel": lay.label, **w.quant_fields(), "comm": w.quants.comm,
+        "backend": db.backend, "version": db.version, "system": db.system, "power_w": 0.0,
+    })  # fmt: skip
+    return row, oom
+
+
 def oom_message_disagg(model: str, system: str) -> str:
     return (
         f"OOM: the model '{model}' does not fit in GPU memory on system '{system}' "
@@ -606,4 +640,5 @@ def check_blocks(ctx: StepContext, layout: Layout, phase: str = "context") -> No
     check_moe_blocks(ctx.model, ctx.quants(phase).moe, layout.par)
 
 
-__all__ += ["AggResult", "oom_message_agg", "oom_message_disagg", "check_blocks", "DEEPSEEK", "KIMIK25"]
+__all__ += ["AggResult", "oom_message_agg", "oom_message_disagg", "check_blocks", "DEEPSEEK", "KIMIK25", "worker",
+            "agg_point", "static_worker_row"]

@@ -1,0 +1,369 @@
+"""Entry points of the deployment search (``cli default``, docs/spec/search.md).
+
+Plain Python::
+
+    search_default(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, *, top_n=5, strict_sla=False)
+    search_agg(...same arguments...)
+    search_disagg(...same arguments...)
+
+``db`` is 'system/backend/version' (a shorter form takes the backend /
+version keywords, as the other Python entry points do). `search_agg` /
+`search_disagg` return a pyarrow Table of the mode's candidates in the
+spec's order (``tokens/s/gpu`` descending, numpy's introsort on ties) with
+SQL-style column names, ``pareto`` (the row is on the Pareto front) and
+``best_rank`` (1..top_n for the best configs, else NULL); `search_default`
+one row per mode (agg, disagg): whether it is the chosen one, its best
+cluster rate, the rank-1 config and the candidate count, or the reason the
+mode has none.
+
+`run_search` returns everything with the spec's own column names (the
+candidates, Pareto-front and best-config frames of each mode, in the spec's
+row order, ``tokens/s/gpu_cluster`` appended to the last two), which is
+what the goldens compare against.
+
+The ``*_table(settings, *args)`` forms are the bridge's calling convention
+(``py_engine_step``'s): the session's settings and the SQL arguments
+``(model, db, total_gpus, isl, osl [, prefix [, ttft_ms [, tpot_ms [,
+top_n [, strict_sla]]]]])``; NULL prefix = 0, NULL ttft = 2000, NULL tpot =
+30 (``cli_default``'s defaults), NULL top_n = 5. The Rust bridge registers a
+Python table function only with the output columns of a Rust one of the
+same shape (``python_table_function(name, like, func)``), and it has no
+``search_*`` table function yet, so these are not registered in SQL.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, NamedTuple, Optional, Sequence
+
+import pyarrow as pa
+
+from ..step.api import _int_arg, _settings
+from ..step.engine import step_context
+from .pick import CLUSTER, best_configs, cluster_rate, pareto_front, with_cluster
+from .space import (
+    TPOT_SWEEP,
+    agg_lists,
+    deployment_sizes,
+    disagg_lists,
+    enumerate_parallel,
+)
+from .sweep import SweepError, sweep_agg, sweep_disagg
+
+__all__ = [
+    "AGG_TABLE_SCHEMA",
+    "DISAGG_TABLE_SCHEMA",
+    "DEFAULT_TABLE_SCHEMA",
+    "ModeResult",
+    "SearchResult",
+    "run_search",
+    "search_agg",
+    "search_disagg",
+    "search_default",
+    "search_agg_table",
+    "search_disagg_table",
+    "search_default_table",
+]
+
+_F, _I, _S, _B = pa.float64(), pa.int64(), pa.utf8(), pa.bool_()
+
+# SQL name -> (spec column, type)
+_AGG_COLUMNS = [
+    ("model", "model", _S), ("isl", "isl", _I), ("osl", "osl", _I), ("prefix", "prefix", _I),
+    ("concurrency", "concurrency", _I), ("request_rate", "request_rate", _F), ("bs", "bs", _I),
+    ("global_bs", "global_bs", _I), ("ttft_ms", "ttft", _F), ("tpot_ms", "tpot", _F),
+    ("request_latency_ms", "request_latency", _F), ("seq_per_s", "seq/s", _F), ("seq_per_s_per_gpu", "seq/s/gpu", _F),
+    ("tokens_per_s", "tokens/s", _F), ("tokens_per_s_per_gpu", "tokens/s/gpu", _F),
+    ("tokens_per_s_per_user", "tokens/s/user", _F), ("tokens_per_s_per_gpu_cluster", CLUSTER, _F),
+    ("num_total_gpus", "num_total_gpus", _I), ("tp", "tp", _I), ("pp", "pp", _I), ("dp", "dp", _I),
+    ("moe_tp", "moe_tp", _I), ("moe_ep", "moe_ep", _I), ("cp", "cp", _I), ("parallel", "parallel", _S),
+    ("gemm", "gemm", _S), ("kvcache", "kvcache", _S), ("fmha", "fmha", _S), ("moe", "moe", _S), ("comm", "comm", _S),
+    ("memory_gib", "memory", _F), ("balance_score", "balance_score", _F), ("num_ctx_reqs", "num_ctx_reqs", _F),
+    ("num_gen_reqs", "num_gen_reqs", _F), ("num_tokens", "num_tokens", _F), ("ctx_tokens", "ctx_tokens", _I),
+    ("gen_tokens", "gen_tokens", _F), ("system", "system", _S), ("backend", "backend", _S),
+    ("version", "version", _S),
+]  # fmt: skip
+
+
+def _side_columns(prefix: str, tag: str):
+    cols = [(prefix + "parallel", tag + "parallel", _S)]
+    cols += [(prefix + n, tag + n, _I) for n in ("tp", "pp", "dp", "cp", "moe_tp", "moe_ep", "bs", "global_bs",
+                                                 "workers")]  # fmt: skip
+    cols += [(prefix + "seq_per_s_per_worker", tag + "seq/s/worker", _F), (prefix + "memory_gib", tag + "memory", _F)]
+    cols += [(prefix + n, tag + n, _S) for n in ("gemm", "kvcache", "fmha", "moe")]
+    return cols
+
+
+_DISAGG_COLUMNS = [
+    ("model", "model", _S), ("isl", "isl", _I), ("osl", "osl", _I), ("prefix", "prefix", _I),
+    ("concurrency", "concurrency", _I), ("request_rate", "request_rate", _F), ("ttft_ms", "ttft", _F),
+    ("tpot_ms", "tpot", _F), ("request_latency_ms", "request_latency", _F), ("seq_per_s", "seq/s", _F),
+    ("seq_per_s_per_gpu", "seq/s/gpu", _F), ("tokens_per_s", "tokens/s", _F),
+    ("tokens_per_s_per_gpu", "tokens/s/gpu", _F), ("tokens_per_s_per_user", "tokens/s/user", _F),
+    ("tokens_per_s_per_gpu_cluster", CLUSTER, _F), ("num_total_gpus", "num_total_gpus", _I),
+    *_side_columns("prefill_", "(p)"), *_side_columns("decode_", "(d)"),
+    ("comm", "(p)comm", _S), ("system", "(p)system", _S), ("backend", "(p)backend", _S),
+    ("version", "(p)version", _S),
+]  # fmt: skip
+
+_MARKS = [pa.field("pareto", _B, nullable=False), pa.field("best_rank", _I)]
+AGG_TABLE_SCHEMA = pa.schema([pa.field(n, t) for n, _c, t in _AGG_COLUMNS] + _MARKS)
+DISAGG_TABLE_SCHEMA = pa.schema([pa.field(n, t) for n, _c, t in _DISAGG_COLUMNS] + _MARKS)
+DEFAULT_TABLE_SCHEMA = pa.schema([
+    pa.field("mode", _S, nullable=False), pa.field("chosen", _B, nullable=False),
+    pa.field("best_tokens_per_s_per_gpu_cluster", _F), pa.field("parallel", _S), pa.field("prefill_parallel", _S),
+    pa.field("prefill_workers", _I), pa.field("decode_parallel", _S), pa.field("decode_workers", _I),
+    pa.field("ttft_ms", _F), pa.field("tpot_ms", _F), pa.field("tokens_per_s_per_user", _F),
+    pa.field("num_total_gpus", _I), pa.field("candidates", _I, nullable=False), pa.field("reason", _S),
+])  # fmt: skip
+
+
+class ModeResult(NamedTuple):
+    """One experiment (serving mode): the spec's three frames (row dicts with
+    the spec's column names), the positions of the Pareto and best rows in
+    ``candidates``, the best cluster rate, or why there is nothing."""
+
+    mode: str
+    candidates: List[dict]
+    pareto_fronts: List[dict]
+    best_configs: List[dict]
+    pareto_index: List[int]
+    best_index: List[int]
+    cluster: List[float]  # tokens/s/gpu_cluster of every candidate
+    best_throughput: float
+    reason: Optional[str]
+    skipped: list  # (layout, message) of the layouts that raised
+    stats: Dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+
+class SearchResult(NamedTuple):
+    modes: Dict[str, ModeResult]  # 'agg', 'disagg' (task order)
+    chosen_exp: str  # 'agg', 'disagg' or 'none'
+    best_throughputs: Dict[str, float]  # the modes that produced candidates
+
+
+def _failed(mode: str, reason: str, skipped=(), stats=None) -> ModeResult:
+    return ModeResult(mode, [], [], [], [], [], [], 0.0, reason, list(skipped), dict(stats or {}))
+
+
+def _pick(mode: str, rows: List[dict], total_gpus: int, tpot: float, top_n: int, strict_sla: bool,
+          skipped, stats) -> ModeResult:  # fmt: skip
+    """``process_experiment_result`` -> ``pick_default`` (search.md 4, 5)."""
+    positions = list(range(len(rows)))
+    if strict_sla:
+        positions = [i for i in positions if rows[i]["tpot"] <= tpot]
+    frame = with_cluster([rows[i] for i in positions], total_gpus)
+    front = [positions[k] for k in pareto_front(frame)]
+    group = "(d)parallel" if mode == "disagg" else "parallel"
+    best = [positions[k] for k in best_configs(frame, total_gpus, tpot, top_n, group)]
+    by_pos = {p: frame[k] for k, p in enumerate(positions)}
+    best_rows = [by_pos[i] for i in best]
+    throughput = float(best_rows[0][CLUSTER]) if best_rows else 0.0
+    cluster = [cluster_rate(r, total_gpus) for r in rows]
+    return ModeResult(mode, rows, [by_pos[i] for i in front], best_rows, front, best, cluster, throughput, None,
+                      list(skipped), dict(stats))  # fmt: skip
+
+
+def _positive(name: str, v) -> int:
+    v = _int_arg(name, v)
+    if v < 1:
+        raise ValueError(f"{name} = {v} must be a positive integer")
+    return v
+
+
+def _target(name: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise ValueError(f"{name} = {v!r} must be a positive number (ms)")
+    return float(v)
+
+
+def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix: int = 0, ttft_ms: float = 2000.0,
+               tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False, modes: Sequence[str] = ("agg", "disagg"),
+               shared_layer: bool = True, backend: str = "", version: str = "latest",
+               data=None) -> SearchResult:  # fmt: skip
+    """``cli_default`` (api:155) for one backend: the agg and disagg
+    experiments (search.md 1.3; no DeepEP twins), each swept and picked.
+    An experiment that finds nothing is reported with its reason; the chosen
+    one is the larger best cluster rate, agg on a tie ('none' if neither)."""
+    if not isinstance(model, str):
+        raise ValueError(f"model = {model!r} is not a string")
+    total_gpus = _positive("total_gpus", total_gpus)
+    isl = _positive("isl", isl)
+    osl = _positive("osl", osl)
+    prefix = 0 if prefix is None else _int_arg("prefix", prefix)
+    if prefix < 0:
+        raise ValueError(f"prefix = {prefix} must be a non-negative integer")
+    ttft = _target("ttft_ms", ttft_ms)
+    tpot = _target("tpot_ms", tpot_ms)
+    top_n = _int_arg("top_n", top_n)
+    s = _settings({"backend": backend, "version": version, "on_miss": "null",
+                   "shared_layer": "true" if shared_layer else "false"}, data)  # fmt: skip
+    database = s.tree.resolve(db, s.backend, s.version)
+    ctx = step_context(s.tree, model, database, s.shared_layer)
+    spec_model = ctx.model
+    be, system = database.backend, database.system
+    results: Dict[str, ModeResult] = {}
+    tpot_list = list(TPOT_SWEEP)
+
+    if "agg" in modes:
+        lists = agg_lists(spec_model.is_moe, be, system, total_gpus)
+        tuples = enumerate_parallel(lists, spec_model.is_moe, be)
+        try:
+            sweep = sweep_agg(ctx, model, tuples, isl, osl, prefix, ttft, tpot_list)
+            results["agg"] = _pick("agg", sweep.rows, total_gpus, tpot, top_n, strict_sla, sweep.skipped, sweep.stats)
+        except SweepError as exc:
+            results["agg"] = _failed("agg", f"{exc.kind}: {exc}")
+    if "disagg" in modes:
+        if total_gpus < 2:
+            results["disagg"] = _failed("disagg", f"disagg needs total_gpus >= 2 (got {total_gpus}); not built")
+        else:
+            p_lists, d_lists = disagg_lists(spec_model.is_moe, be, system, system, total_gpus)
+            p_tuples = enumerate_parallel(p_lists, spec_model.is_moe, be)
+            d_tuples = enumerate_parallel(d_lists, spec_model.is_moe, be)
+            try:
+                # The decode role keeps the checkpoint's FMHA label (Task._resolve_quant_modes).
+                sweep = sweep_disagg(ctx, model, p_tuples, d_tuples, isl, osl, prefix, ttft, tpot_list,
+                                     deployment_sizes(total_gpus), require_same_tp=(be == "sglang"),
+                                     decode_fmha_label=spec_model.quant.fmha)  # fmt: skip
+                if sweep.rows:
+                    results["disagg"] = _pick("disagg", sweep.rows, total_gpus, tpot, top_n, strict_sla,
+                                              sweep.skipped, sweep.stats)  # fmt: skip
+                else:
+                    results["disagg"] = _failed("disagg", "no disaggregated deployment meets the TTFT and any "
+                                                "swept TPOT", sweep.skipped, sweep.stats)  # fmt: skip
+            except SweepError as exc:
+                results["disagg"] = _failed("disagg", f"{exc.kind}: {exc}")
+    throughputs = {m: r.best_throughput for m, r in results.items() if r.ok}
+    chosen = max(throughputs, key=throughputs.get) if throughputs else "none"
+    return SearchResult(results, chosen, throughputs)
+
+
+# ---- tables -----------------------------------------------------------------------------------
+
+
+def _mode_table(result: ModeResult, columns, schema: pa.Schema) -> pa.Table:
+    front = set(result.pareto_index)
+    rank = {p: k + 1 for k, p in enumerate(result.best_index)}
+    arrays = []
+    for name, col, typ in columns:
+        if col == CLUSTER:
+            values = list(result.cluster)
+        else:
+            values = [r.get(col, 1 if col == "(d)cp" else None) for r in result.candidates]
+        if pa.types.is_floating(typ):
+            values = [None if v is None else float(v) for v in values]
+        elif pa.types.is_integer(typ):
+            values = [None if v is None else int(v) for v in values]
+        arrays.append(pa.array(values, type=typ))
+    arrays.append(pa.array([i in front for i in range(len(result.candidates))], type=_B))
+    arrays.append(pa.array([rank.get(i) for i in range(len(result.candidates))], type=_I))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def search_agg(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix: int = 0, ttft_ms: float = 2000.0,
+               tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False, **kw) -> pa.Table:  # fmt: skip
+    """The agg candidates of ``cli default`` (`AGG_TABLE_SCHEMA`), in the
+    spec's order; ValueError with the reason if the sweep found nothing."""
+    res = run_search(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n, strict_sla=strict_sla,
+                     modes=("agg",), **kw)  # fmt: skip
+    mode = res.modes["agg"]
+    if not mode.ok:
+        raise ValueError(mode.reason)
+    return _mode_table(mode, _AGG_COLUMNS, AGG_TABLE_SCHEMA)
+
+
+def search_disagg(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix: int = 0,
+                  ttft_ms: float = 2000.0, tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False,
+                  **kw) -> pa.Table:  # fmt: skip
+    """The disagg candidates of ``cli default`` (`DISAGG_TABLE_SCHEMA`), in the
+    spec's order; ValueError with the reason if the sweep found nothing."""
+    res = run_search(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n, strict_sla=strict_sla,
+                     modes=("disagg",), **kw)  # fmt: skip
+    mode = res.modes["disagg"]
+    if not mode.ok:
+        raise ValueError(mode.reason)
+    return _mode_table(mode, _DISAGG_COLUMNS, DISAGG_TABLE_SCHEMA)
+
+
+def default_rows(res: SearchResult) -> List[dict]:
+    """The `search_default` rows of a `run_search` result."""
+    out = []
+    for mode in ("agg", "disagg"):
+        r = res.modes.get(mode)
+        row = {name: None for name in DEFAULT_TABLE_SCHEMA.names}
+        row.update(mode=mode, chosen=res.chosen_exp == mode, candidates=0)
+        if r is None:
+            row["reason"] = "not searched"
+        else:
+            row["candidates"] = len(r.candidates)
+            row["reason"] = r.reason
+            if r.ok:
+                row["best_tokens_per_s_per_gpu_cluster"] = r.best_throughput
+                if r.best_configs:
+                    b = r.best_configs[0]
+                    if mode == "agg":
+                        row["parallel"] = b["parallel"]
+                    else:
+                        row.update(prefill_parallel=b["(p)parallel"], prefill_workers=b["(p)workers"],
+                                   decode_parallel=b["(d)parallel"], decode_workers=b["(d)workers"])  # fmt: skip
+                    row.update(ttft_ms=b["ttft"], tpot_ms=b["tpot"], tokens_per_s_per_user=b["tokens/s/user"],
+                               num_total_gpus=b["num_total_gpus"])  # fmt: skip
+                else:
+                    row["reason"] = "no candidate with a finite tpot and cluster rate"
+        out.append(row)
+    return out
+
+
+def search_default(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix: int = 0,
+                   ttft_ms: float = 2000.0, tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False,
+                   **kw) -> pa.Table:  # fmt: skip
+    """``cli default``'s verdict (`DEFAULT_TABLE_SCHEMA`): one row per mode."""
+    res = run_search(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n, strict_sla=strict_sla,
+                     **kw)  # fmt: skip
+    return pa.Table.from_pylist(default_rows(res), schema=DEFAULT_TABLE_SCHEMA)
+
+
+# ---- the bridge's calling convention ------------------------------------------------------------
+
+
+def _bridge_args(name: str, args) -> Optional[tuple]:
+    if not 5 <= len(args) <= 10:
+        raise ValueError(f"{name} takes 5 to 10 arguments (model, db, total_gpus, isl, osl [, prefix [, ttft_ms "
+                         f"[, tpot_ms [, top_n [, strict_sla]]]]]), got {len(args)}")  # fmt: skip
+    args = list(args) + [None] * (10 - len(args))
+    model, db, total_gpus, isl, osl, prefix, ttft, tpot, top_n, strict = args
+    if any(v is None for v in (model, db, total_gpus, isl, osl)):
+        return None
+    return (model, db, total_gpus, isl, osl, 0 if prefix is None else prefix, 2000.0 if ttft is None else ttft,
+            30.0 if tpot is None else tpot, 5 if top_n is None else top_n, bool(strict))  # fmt: skip
+
+
+def _bridge(name: str, fn, schema: pa.Schema, settings, args, data) -> pa.RecordBatch:
+    a = _bridge_args(name, args)
+    if a is None:
+        return pa.RecordBatch.from_pylist([], schema=schema)
+    s = {str(k)[4:] if str(k).startswith("aic.") else str(k): v for k, v in (settings or {}).items()}
+    table = fn(*a[:8], top_n=a[8], strict_sla=a[9], backend=str(s.get("backend") or ""),
+               version=str(s.get("version") or "latest"),
+               shared_layer=str(s.get("shared_layer", "true")).strip().lower() in ("true", "1", "yes", "on"),
+               data=data)  # fmt: skip
+    batches = table.combine_chunks().to_batches()
+    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=schema)
+
+
+def search_agg_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBatch:
+    """``py_search_agg(model, db, total_gpus, isl, osl [, prefix [, ttft_ms [, tpot_ms [, top_n [, strict_sla]]]]])``."""
+    return _bridge("py_search_agg", search_agg, AGG_TABLE_SCHEMA, settings, args, data)
+
+
+def search_disagg_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBatch:
+    """``py_search_disagg(...)``: the same arguments as `search_agg_table`."""
+    return _bridge("py_search_disagg", search_disagg, DISAGG_TABLE_SCHEMA, settings, args, data)
+
+
+def search_default_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBatch:
+    """``py_search_default(...)``: the same arguments as `search_agg_table`."""
+    return _bridge("py_search_default", search_default, DEFAULT_TABLE_SCHEMA, settings, args, data)
