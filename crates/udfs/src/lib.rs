@@ -18,6 +18,7 @@ pub mod gemm_trace;
 pub mod rows;
 pub mod search_agg;
 mod search_args;
+pub mod search_best;
 pub mod search_default;
 pub mod search_disagg;
 mod serving_args;
@@ -44,6 +45,7 @@ pub use gemm_latency::GemmLatency;
 pub use gemm_sol::GemmSolFn;
 pub use gemm_trace::GemmTrace;
 pub use search_agg::SearchAgg;
+pub use search_best::SearchBest;
 pub use search_default::SearchDefault;
 pub use search_disagg::SearchDisagg;
 pub use step_latency::StepLatency;
@@ -93,6 +95,7 @@ pub fn scalar_functions(tree: &Arc<DataTree>) -> Vec<ScalarUDF> {
         ScalarUDF::new_from_impl(EstimateAgg::new(Arc::clone(tree))),
         ScalarUDF::new_from_impl(EstimateMemory::new(Arc::clone(tree))),
         ScalarUDF::new_from_impl(EstimateDisagg::new(Arc::clone(tree))),
+        ScalarUDF::new_from_impl(SearchBest::new(Arc::clone(tree))),
     ]
 }
 

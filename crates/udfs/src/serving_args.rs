@@ -2,7 +2,7 @@
 //! layouts given as an integer tp or the spec's label (`tp8pp1dp1etp1ep8`),
 //! and BIGINT sizes, read row by row without per-row allocation.
 
-use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::array::{Array, ArrayRef, Float64Array};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::{ColumnarValue, Signature, Volatility};
@@ -17,6 +17,8 @@ pub(crate) enum Slot {
     Text,
     Parallel,
     Int,
+    /// A number (integer or float), read as DOUBLE.
+    Float,
 }
 
 /// A serving function's arguments: names and slots in order, and the
@@ -58,6 +60,8 @@ impl Arguments {
                 ),
                 Slot::Int if t.is_integer() || t == &DataType::Null => Ok(DataType::Int64),
                 Slot::Int => plan_err!("{function}: argument {name} must be an integer, got {t}"),
+                Slot::Float if t.is_numeric() || t == &DataType::Null => Ok(DataType::Float64),
+                Slot::Float => plan_err!("{function}: argument {name} must be a number, got {t}"),
             })
             .collect()
     }
@@ -73,6 +77,36 @@ enum Column<'a> {
     Text(Text<'a>),
     Parallel(ParallelArg<'a>),
     Int(Int<'a>),
+    Float(Float<'a>),
+}
+
+/// A DOUBLE argument: one value for the batch, or one per row.
+enum Float<'a> {
+    Scalar(Option<f64>),
+    Array(&'a Float64Array),
+}
+
+impl<'a> Float<'a> {
+    fn new(function: &str, position: usize, value: &'a ColumnarValue) -> Result<Float<'a>> {
+        match value {
+            ColumnarValue::Scalar(ScalarValue::Float64(v)) => Ok(Float::Scalar(*v)),
+            ColumnarValue::Scalar(ScalarValue::Null) => Ok(Float::Scalar(None)),
+            ColumnarValue::Array(a) => match a.as_any().downcast_ref::<Float64Array>() {
+                Some(a) => Ok(Float::Array(a)),
+                None => exec_err!("{function}: argument {position} must be DOUBLE, got {}", a.data_type()),
+            },
+            ColumnarValue::Scalar(other) => {
+                exec_err!("{function}: argument {position} must be DOUBLE, got {}", other.data_type())
+            }
+        }
+    }
+
+    fn get(&self, row: usize) -> Option<f64> {
+        match self {
+            Float::Scalar(v) => *v,
+            Float::Array(a) => (!a.is_null(row)).then(|| a.value(row)),
+        }
+    }
 }
 
 /// One batch of calls.
@@ -103,6 +137,7 @@ impl<'a> Calls<'a> {
                 Ok(match slot {
                     Slot::Text => Column::Text(Text::new(function, i + 1, v)?),
                     Slot::Int => Column::Int(Int::new(function, i + 1, v)?),
+                    Slot::Float => Column::Float(Float::new(function, i + 1, v)?),
                     Slot::Parallel => Column::Parallel(match v.data_type() {
                         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
                             ParallelArg::Label(Text::new(function, i + 1, v)?)
@@ -131,6 +166,14 @@ impl<'a> Calls<'a> {
             _ => None,
         };
         value.map(|v| self.narrow(position, v)).transpose()
+    }
+
+    /// Number argument `position` at `row` (`None`: NULL or absent).
+    pub(crate) fn float(&self, position: usize, row: usize) -> Option<f64> {
+        match self.columns.get(position) {
+            Some(Column::Float(f)) => f.get(row),
+            _ => None,
+        }
     }
 
     fn narrow(&self, position: usize, value: i64) -> Result<u32> {

@@ -14,6 +14,11 @@ The engine step (sections 1-3, 5-11; subpackages `step` and `kernels`):
 The serving estimates (subpackage `serving`): `estimate_agg`,
 `estimate_disagg`, `estimate_memory` and their ``*_batch`` forms for the
 bridge (``py_estimate_agg``, ...).
+
+The deployment search of ``cli default`` (subpackage `search`,
+docs/spec/search.md): `run_search` (the spec's frames), `search_agg`,
+`search_disagg`, `search_default` (pyarrow Tables) and their ``*_table``
+forms for the bridge.
 """
 
 from .data import Database, DataTree, data_dirs, open_tree
@@ -40,6 +45,7 @@ from .serving import (
     estimate_memory_batch,
 )
 from .sol import GEMM_QUANTS, QuantMode, SystemSpec, gemm_quant
+from .search import run_search, search_agg, search_default, search_disagg
 
 __all__ = [
     "Database",
@@ -70,6 +76,10 @@ __all__ = [
     "gemm_trace_table",
     "load_table",
     "open_tree",
+    "run_search",
+    "search_agg",
+    "search_default",
+    "search_disagg",
     "step_latency",
     "step_latency_batch",
 ]

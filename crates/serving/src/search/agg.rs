@@ -129,12 +129,16 @@ impl Server<'_> {
             if points.is_empty() {
                 continue;
             }
+            let mut last_kept = 0;
             for t in tpot_sweep() {
                 let kept: Vec<usize> =
                     (0..points.len()).filter(|&i| points[i].tpot <= t && points[i].ttft <= q.ttft_ms).collect();
-                if kept.is_empty() {
+                // The kept set only grows with t: as many rows as at the
+                // previous t is the same set, the same frame, all repeats.
+                if kept.is_empty() || kept.len() == last_kept {
                     continue;
                 }
+                last_kept = kept.len();
                 let seq_s: Vec<f64> = kept.iter().map(|&i| points[i].row.seq_per_s).collect();
                 for k in pandas_order(&seq_s, false).into_iter().take(TOP_K) {
                     // drop_duplicates(keep="first"): a point's row is a

@@ -81,14 +81,24 @@ impl Server<'_> {
         let mut seen: HashSet<(usize, usize)> = HashSet::new();
         let mut found: Vec<DisaggCandidate> = Vec::new();
         if !prefill_top.is_empty() {
+            let mut last_under = 0;
             for t in tpot_sweep() {
                 // Decode workers under t (strict, on the rounded tpot), by layout in string order.
                 let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+                let mut under = 0;
                 for (i, d) in decode.iter().enumerate() {
                     if d.row.tpot < t * 1.0 && d.row.tpot > t * 0.0 {
                         groups.entry(d.label.as_str()).or_default().push(i);
+                        under += 1;
                     }
                 }
+                // The set only grows with t (the prefill side does not depend
+                // on it): as many workers as at the previous t is the same
+                // deployments again, all repeats.
+                if under == last_under {
+                    continue;
+                }
+                last_under = under;
                 let mut best: Vec<((usize, usize), DisaggCandidate)> = Vec::new();
                 for members in groups.values() {
                     let rates: Vec<f64> = members.iter().map(|&i| decode[i].row.seq_per_s_per_gpu).collect();

@@ -208,19 +208,42 @@ impl Server<'_> {
         // sglang, so the spec sweeps cp there; the step has it for LLAMA
         // and MOE only.
         let cp = backend == crate::backend::Backend::Sglang;
-        if cp && !matches!(family, "LLAMA" | "QWEN3VL" | "MOE" | "QWEN3VL_MOE") {
-            return Err(ServingError::input(format!(
-                "search: the spec sweeps context parallelism (cp 2/4/8) for {family} on sglang, which the step does not price yet"
-            )));
-        }
-        Ok(space::SpaceOf {
+        let space = space::SpaceOf {
             is_moe: self.step.is_moe(),
             backend,
             system: &self.system.system,
             cp,
             total_gpus: q.total_gpus,
         }
-        .build())
+        .build();
+        // Layouts the spec prices but the step does not yet must not vanish
+        // from the search the way the spec's own refusals do: the answer
+        // would be another one. Refuse the search by name instead.
+        let roles = space.agg.iter().chain(&space.prefill).chain(&space.decode);
+        let (mut needs_cp, mut needs_dp, mut needs_alltoall) = (false, false, false);
+        let nvl72_sm100 = self.system.sm_version == Some(100) && self.system.num_gpus_per_node >= 72;
+        for p in roles {
+            needs_cp |= p.cp > 1;
+            needs_dp |= p.dp > 1;
+            needs_alltoall |=
+                backend == crate::backend::Backend::Trtllm && nvl72_sm100 && p.dp > 1 && p.moe_tp == Some(1);
+        }
+        let gap = if needs_cp && !matches!(family, "LLAMA" | "QWEN3VL" | "MOE" | "QWEN3VL_MOE") {
+            Some("context parallelism (cp 2/4/8)")
+        } else if needs_dp && !matches!(family, "MOE" | "QWEN3VL_MOE") {
+            Some("attention data parallelism (dp 2/4/8)")
+        } else if needs_alltoall {
+            Some("TRT-LLM's SM100 NVL72 all-to-all MoE dispatch (attention dp > 1 at moe_tp 1)")
+        } else {
+            None
+        };
+        if let Some(what) = gap {
+            return Err(ServingError::input(format!(
+                "search: the spec's search space for {family} on {} reaches {what}, which the step does not price yet",
+                backend.name()
+            )));
+        }
+        Ok(space)
     }
 }
 

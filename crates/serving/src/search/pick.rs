@@ -54,6 +54,12 @@ pub(crate) fn finish<C: Candidate>(sweep: Sweep<C>, q: &SearchQuery) -> Search<C
 /// The rows of `frame` no other row beats on both tokens/s/user and
 /// tokens/s/gpu_cluster, by tokens/s/user ascending (of rows with the same
 /// two values, the first in that order).
+///
+/// The spec walks the rows by tokens/s/user and lets each row still
+/// standing remove every row with no coordinate above its own; what stands
+/// at the end is exactly the rows no row with other coordinates weakly
+/// dominates, the first of each group of equal coordinates. That set is
+/// found here in one pass from the largest tokens/s/user down.
 fn pareto_front<C: Candidate>(candidates: &[C], cluster: &[f64], frame: &[usize]) -> Vec<usize> {
     let rows: Vec<usize> = frame
         .iter()
@@ -63,19 +69,28 @@ fn pareto_front<C: Candidate>(candidates: &[C], cluster: &[f64], frame: &[usize]
     let x = |i: usize| candidates[i].tokens_per_s_per_user();
     let xs: Vec<f64> = rows.iter().map(|&i| x(i)).collect();
     let sorted: Vec<usize> = pandas_order(&xs, true).into_iter().map(|k| rows[k]).collect();
-    let mut alive = vec![true; sorted.len()];
-    for a in 0..sorted.len() {
-        if !alive[a] {
-            continue;
+    let mut keep = vec![false; sorted.len()];
+    // The highest y among rows of strictly larger x.
+    let mut above = f64::NEG_INFINITY;
+    let mut end = sorted.len();
+    while end > 0 {
+        // The group of equal x: sorted[start..end].
+        let gx = x(sorted[end - 1]);
+        let mut start = end;
+        while start > 0 && x(sorted[start - 1]) == gx {
+            start -= 1;
         }
-        let (xa, ya) = (x(sorted[a]), cluster[sorted[a]]);
-        for (b, live) in alive.iter_mut().enumerate() {
-            if b != a && *live && !(x(sorted[b]) > xa || cluster[sorted[b]] > ya) {
-                *live = false;
+        let top = sorted[start..end].iter().map(|&i| cluster[i]).fold(f64::NEG_INFINITY, f64::max);
+        if top > above {
+            // The first row of the group at its top y survives.
+            if let Some(k) = (start..end).find(|&k| cluster[sorted[k]] == top) {
+                keep[k] = true;
             }
+            above = top;
         }
+        end = start;
     }
-    let survivors: Vec<usize> = sorted.iter().zip(&alive).filter(|(_, live)| **live).map(|(&i, _)| i).collect();
+    let survivors: Vec<usize> = sorted.iter().zip(&keep).filter(|(_, k)| **k).map(|(&i, _)| i).collect();
     let xs: Vec<f64> = survivors.iter().map(|&i| x(i)).collect();
     pandas_order(&xs, true).into_iter().map(|k| survivors[k]).collect()
 }

@@ -22,13 +22,17 @@ row order, ``tokens/s/gpu_cluster`` appended to the last two), which is
 what the goldens compare against.
 
 The ``*_table(settings, *args)`` forms are the bridge's calling convention
-(``py_engine_step``'s): the session's settings and the SQL arguments
-``(model, db, total_gpus, isl, osl [, prefix [, ttft_ms [, tpot_ms [,
-top_n [, strict_sla]]]]])``; NULL prefix = 0, NULL ttft = 2000, NULL tpot =
-30 (``cli_default``'s defaults), NULL top_n = 5. The Rust bridge registers a
-Python table function only with the output columns of a Rust one of the
-same shape (``python_table_function(name, like, func)``), and it has no
-``search_*`` table function yet, so these are not registered in SQL.
+(``py_engine_step``'s): the session's settings and the eight SQL arguments
+``(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms)``, ``top_n``
+and ``strict_sla`` from the settings ``aic.top_n`` (default 5) and
+``aic.strict_sla`` (default false); a NULL argument gives no rows. The
+Rust bridge registers a Python table function with the output columns of a
+Rust one (``python_table_function(name, like, func)``); these are not
+registered in SQL by this package yet (``_session.register``).
+
+A search on one GPU has no disagg experiment (the spec builds it for
+``total_gpus >= 2`` only): `search_default` then has the agg row alone and
+`search_disagg` raises.
 """
 
 from __future__ import annotations
@@ -181,7 +185,8 @@ def _target(name: str, v) -> float:
 
 
 def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix: int = 0, ttft_ms: float = 2000.0,
-               tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False, modes: Sequence[str] = ("agg", "disagg"),
+               tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False,
+               modes: Sequence[str] = ("agg", "disagg"),
                shared_layer: bool = True, backend: str = "", version: str = "latest",
                data=None) -> SearchResult:  # fmt: skip
     """``cli_default`` (api:155) for one backend: the agg and disagg
@@ -194,11 +199,14 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
     isl = _positive("isl", isl)
     osl = _positive("osl", osl)
     prefix = 0 if prefix is None else _int_arg("prefix", prefix)
-    if prefix < 0:
-        raise ValueError(f"prefix = {prefix} must be a non-negative integer")
+    if not 0 <= prefix < isl:
+        raise ValueError(f"prefix = {prefix} must be a non-negative integer smaller than isl = {isl} (the cached "
+                         "part of the input)")
     ttft = _target("ttft_ms", ttft_ms)
     tpot = _target("tpot_ms", tpot_ms)
     top_n = _int_arg("top_n", top_n)
+    if top_n < 1:
+        raise ValueError(f"top_n = {top_n} must be a positive integer")
     s = _settings({"backend": backend, "version": version, "on_miss": "null",
                    "shared_layer": "true" if shared_layer else "false"}, data)  # fmt: skip
     database = s.tree.resolve(db, s.backend, s.version)
@@ -216,26 +224,23 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
             results["agg"] = _pick("agg", sweep.rows, total_gpus, tpot, top_n, strict_sla, sweep.skipped, sweep.stats)
         except SweepError as exc:
             results["agg"] = _failed("agg", f"{exc.kind}: {exc}")
-    if "disagg" in modes:
-        if total_gpus < 2:
-            results["disagg"] = _failed("disagg", f"disagg needs total_gpus >= 2 (got {total_gpus}); not built")
-        else:
-            p_lists, d_lists = disagg_lists(spec_model.is_moe, be, system, system, total_gpus)
-            p_tuples = enumerate_parallel(p_lists, spec_model.is_moe, be)
-            d_tuples = enumerate_parallel(d_lists, spec_model.is_moe, be)
-            try:
-                # The decode role keeps the checkpoint's FMHA label (Task._resolve_quant_modes).
-                sweep = sweep_disagg(ctx, model, p_tuples, d_tuples, isl, osl, prefix, ttft, tpot_list,
-                                     deployment_sizes(total_gpus), require_same_tp=(be == "sglang"),
-                                     decode_fmha_label=spec_model.quant.fmha)  # fmt: skip
-                if sweep.rows:
-                    results["disagg"] = _pick("disagg", sweep.rows, total_gpus, tpot, top_n, strict_sla,
-                                              sweep.skipped, sweep.stats)  # fmt: skip
-                else:
-                    results["disagg"] = _failed("disagg", "no disaggregated deployment meets the TTFT and any "
-                                                "swept TPOT", sweep.skipped, sweep.stats)  # fmt: skip
-            except SweepError as exc:
-                results["disagg"] = _failed("disagg", f"{exc.kind}: {exc}")
+    if "disagg" in modes and total_gpus >= 2:  # build_default_tasks: no disagg experiment below 2 GPUs
+        p_lists, d_lists = disagg_lists(spec_model.is_moe, be, system, system, total_gpus)
+        p_tuples = enumerate_parallel(p_lists, spec_model.is_moe, be)
+        d_tuples = enumerate_parallel(d_lists, spec_model.is_moe, be)
+        try:
+            # The decode role keeps the checkpoint's FMHA label (Task._resolve_quant_modes).
+            sweep = sweep_disagg(ctx, model, p_tuples, d_tuples, isl, osl, prefix, ttft, tpot_list,
+                                 deployment_sizes(total_gpus), require_same_tp=(be == "sglang"),
+                                 decode_fmha_label=spec_model.quant.fmha)  # fmt: skip
+            if sweep.rows:
+                results["disagg"] = _pick("disagg", sweep.rows, total_gpus, tpot, top_n, strict_sla,
+                                          sweep.skipped, sweep.stats)  # fmt: skip
+            else:
+                results["disagg"] = _failed("disagg", "no disaggregated deployment meets the TTFT and any "
+                                            "swept TPOT", sweep.skipped, sweep.stats)  # fmt: skip
+        except SweepError as exc:
+            results["disagg"] = _failed("disagg", f"{exc.kind}: {exc}")
     throughputs = {m: r.best_throughput for m, r in results.items() if r.ok}
     chosen = max(throughputs, key=throughputs.get) if throughputs else "none"
     return SearchResult(results, chosen, throughputs)
@@ -282,7 +287,9 @@ def search_disagg(model: str, db: str, total_gpus: int, isl: int, osl: int, pref
     spec's order; ValueError with the reason if the sweep found nothing."""
     res = run_search(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n, strict_sla=strict_sla,
                      modes=("disagg",), **kw)  # fmt: skip
-    mode = res.modes["disagg"]
+    mode = res.modes.get("disagg")
+    if mode is None:
+        raise ValueError(f"search_disagg: total_gpus = {total_gpus}: a disaggregated deployment needs at least 2 GPUs")
     if not mode.ok:
         raise ValueError(mode.reason)
     return _mode_table(mode, _DISAGG_COLUMNS, DISAGG_TABLE_SCHEMA)
@@ -291,28 +298,22 @@ def search_disagg(model: str, db: str, total_gpus: int, isl: int, osl: int, pref
 def default_rows(res: SearchResult) -> List[dict]:
     """The `search_default` rows of a `run_search` result."""
     out = []
-    for mode in ("agg", "disagg"):
-        r = res.modes.get(mode)
+    for mode, r in res.modes.items():
         row = {name: None for name in DEFAULT_TABLE_SCHEMA.names}
-        row.update(mode=mode, chosen=res.chosen_exp == mode, candidates=0)
-        if r is None:
-            row["reason"] = "not searched"
-        else:
-            row["candidates"] = len(r.candidates)
-            row["reason"] = r.reason
-            if r.ok:
-                row["best_tokens_per_s_per_gpu_cluster"] = r.best_throughput
-                if r.best_configs:
-                    b = r.best_configs[0]
-                    if mode == "agg":
-                        row["parallel"] = b["parallel"]
-                    else:
-                        row.update(prefill_parallel=b["(p)parallel"], prefill_workers=b["(p)workers"],
-                                   decode_parallel=b["(d)parallel"], decode_workers=b["(d)workers"])  # fmt: skip
-                    row.update(ttft_ms=b["ttft"], tpot_ms=b["tpot"], tokens_per_s_per_user=b["tokens/s/user"],
-                               num_total_gpus=b["num_total_gpus"])  # fmt: skip
+        row.update(mode=mode, chosen=res.chosen_exp == mode, candidates=len(r.candidates), reason=r.reason)
+        if r.ok:
+            row["best_tokens_per_s_per_gpu_cluster"] = r.best_throughput
+            if r.best_configs:
+                b = r.best_configs[0]
+                if mode == "agg":
+                    row["parallel"] = b["parallel"]
                 else:
-                    row["reason"] = "no candidate with a finite tpot and cluster rate"
+                    row.update(prefill_parallel=b["(p)parallel"], prefill_workers=b["(p)workers"],
+                               decode_parallel=b["(d)parallel"], decode_workers=b["(d)workers"])  # fmt: skip
+                row.update(ttft_ms=b["ttft"], tpot_ms=b["tpot"], tokens_per_s_per_user=b["tokens/s/user"],
+                           num_total_gpus=b["num_total_gpus"])  # fmt: skip
+            else:
+                row["reason"] = "no candidate with a finite tpot and cluster rate"
         out.append(row)
     return out
 
@@ -320,7 +321,9 @@ def default_rows(res: SearchResult) -> List[dict]:
 def search_default(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix: int = 0,
                    ttft_ms: float = 2000.0, tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False,
                    **kw) -> pa.Table:  # fmt: skip
-    """``cli default``'s verdict (`DEFAULT_TABLE_SCHEMA`): one row per mode."""
+    """``cli default``'s verdict (`DEFAULT_TABLE_SCHEMA`): one row per experiment
+    built (agg; disagg from 2 GPUs), ``chosen`` on the one with the larger best
+    cluster rate (agg on a tie; none if no experiment found a candidate)."""
     res = run_search(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n, strict_sla=strict_sla,
                      **kw)  # fmt: skip
     return pa.Table.from_pylist(default_rows(res), schema=DEFAULT_TABLE_SCHEMA)
@@ -328,42 +331,45 @@ def search_default(model: str, db: str, total_gpus: int, isl: int, osl: int, pre
 
 # ---- the bridge's calling convention ------------------------------------------------------------
 
+_ARG_NAMES = ("model", "db", "total_gpus", "isl", "osl", "prefix", "ttft_ms", "tpot_ms")
 
-def _bridge_args(name: str, args) -> Optional[tuple]:
-    if not 5 <= len(args) <= 10:
-        raise ValueError(f"{name} takes 5 to 10 arguments (model, db, total_gpus, isl, osl [, prefix [, ttft_ms "
-                         f"[, tpot_ms [, top_n [, strict_sla]]]]]), got {len(args)}")  # fmt: skip
-    args = list(args) + [None] * (10 - len(args))
-    model, db, total_gpus, isl, osl, prefix, ttft, tpot, top_n, strict = args
-    if any(v is None for v in (model, db, total_gpus, isl, osl)):
-        return None
-    return (model, db, total_gpus, isl, osl, 0 if prefix is None else prefix, 2000.0 if ttft is None else ttft,
-            30.0 if tpot is None else tpot, 5 if top_n is None else top_n, bool(strict))  # fmt: skip
+
+def _flag(text) -> bool:
+    value = str(text).strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off", ""):
+        return False
+    raise ValueError(f"setting strict_sla = {text!r} is not a boolean")
 
 
 def _bridge(name: str, fn, schema: pa.Schema, settings, args, data) -> pa.RecordBatch:
-    a = _bridge_args(name, args)
-    if a is None:
+    if len(args) != len(_ARG_NAMES):
+        raise ValueError(f"{name}({', '.join(_ARG_NAMES)}) takes {len(_ARG_NAMES)} arguments, got {len(args)}")
+    if any(v is None for v in args):
         return pa.RecordBatch.from_pylist([], schema=schema)
     s = {str(k)[4:] if str(k).startswith("aic.") else str(k): v for k, v in (settings or {}).items()}
-    table = fn(*a[:8], top_n=a[8], strict_sla=a[9], backend=str(s.get("backend") or ""),
-               version=str(s.get("version") or "latest"),
-               shared_layer=str(s.get("shared_layer", "true")).strip().lower() in ("true", "1", "yes", "on"),
-               data=data)  # fmt: skip
+    top_n = s.get("top_n")
+    top_n = 5 if top_n in (None, "") else int(str(top_n).strip())
+    table = fn(*args, top_n=top_n, strict_sla=_flag(s.get("strict_sla", "false")),
+               backend=str(s.get("backend") or ""), version=str(s.get("version") or "latest"),
+               shared_layer=_flag(s.get("shared_layer", "true")), data=data)  # fmt: skip
     batches = table.combine_chunks().to_batches()
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=schema)
 
 
 def search_agg_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBatch:
-    """``py_search_agg(model, db, total_gpus, isl, osl [, prefix [, ttft_ms [, tpot_ms [, top_n [, strict_sla]]]]])``."""
+    """``py_search_agg(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms)``
+    (settings ``aic.top_n``, default 5, and ``aic.strict_sla``, default false;
+    a NULL argument gives no rows)."""
     return _bridge("py_search_agg", search_agg, AGG_TABLE_SCHEMA, settings, args, data)
 
 
 def search_disagg_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBatch:
-    """``py_search_disagg(...)``: the same arguments as `search_agg_table`."""
+    """``py_search_disagg(...)``: the arguments and settings of `search_agg_table`."""
     return _bridge("py_search_disagg", search_disagg, DISAGG_TABLE_SCHEMA, settings, args, data)
 
 
 def search_default_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBatch:
-    """``py_search_default(...)``: the same arguments as `search_agg_table`."""
+    """``py_search_default(...)``: the arguments and settings of `search_agg_table`."""
     return _bridge("py_search_default", search_default, DEFAULT_TABLE_SCHEMA, settings, args, data)

@@ -6,7 +6,7 @@ returns *positions* into it, so a caller can mark the candidate rows."""
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 from .sorts import group_keys, sort_indexer, stable_indexer
 

@@ -22,8 +22,7 @@ All indexers are lists of positions into the input list.
 
 from __future__ import annotations
 
-import math
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 __all__ = ["SMALL_QUICKSORT", "argsort_quick", "sort_indexer", "stable_indexer", "group_keys", "take"]
 

@@ -25,6 +25,7 @@ __all__ = [
     "enumerate_parallel",
     "agg_ctx_tokens",
     "deployment_sizes",
+    "tuple_counts",
 ]
 
 Parallel6 = Tuple[int, int, int, int, int, int]  # (tp, pp, dp, moe_tp, moe_ep, cp)

@@ -13,7 +13,7 @@ introsort behind pandas' descending trick), multi-key sorts
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..serving.estimate import (
     AUTOSCALE_TTFT_CORRECTION_FACTOR,
@@ -285,7 +285,8 @@ def disagg_workers(ctx: StepContext, model: str, tuples: Sequence[Parallel6], ro
 
 
 def match_workers(p_seq: float, p_gpus: int, d_seq: float, d_gpus: int, sizes: frozenset,
-                  p_workers: int = MAX_PREFILL_WORKERS, d_workers: int = MAX_DECODE_WORKERS) -> Tuple[int, int]:  # fmt: skip
+                  p_workers: int = MAX_PREFILL_WORKERS,
+                  d_workers: int = MAX_DECODE_WORKERS) -> Tuple[int, int]:  # fmt: skip
     """``_match_workers`` (sweep:905-932): the (prefill, decode) worker counts
     with the largest ``min(p * np * 0.9, d * nd * 0.92) / n`` over the
     deployments whose GPU count ``n`` is a member of ``sizes``; the first
