@@ -2,7 +2,8 @@
 //! golden cases of `tests/goldens/search`, beside the spec's own run time
 //! recorded in each case's `meta.json`. Tables are loaded first; each
 //! iteration builds its server anew, so nothing priced by an earlier
-//! search is reused (a new search of a warm process). One thread.
+//! search is reused (a new search of a warm process). On one thread, then
+//! with layouts priced on two.
 //! Run: `cargo bench -p aicsql-serving --bench search`.
 
 use std::fs::File;
@@ -54,9 +55,12 @@ fn bench(c: &mut Criterion) {
         build().search_default(&q).expect("search");
         let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let spec = meta["spec_seconds"].as_f64().unwrap_or(f64::NAN);
-        group.bench_function(format!("{name} (spec {spec:.1} s)"), |b| {
-            b.iter(|| std::hint::black_box(build().search_default(&q).expect("search")))
-        });
+        for threads in [1, 2] {
+            let q = SearchQuery { threads, ..q };
+            group.bench_function(format!("{name} (spec {spec:.1} s), {threads} thread(s)"), |b| {
+                b.iter(|| std::hint::black_box(build().search_default(&q).expect("search")))
+            });
+        }
     }
     group.finish();
 }
