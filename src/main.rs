@@ -154,6 +154,10 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
         ctx.state_weak_ref(),
     )));
 
+    // Long calls (a support-matrix scan of searches) say how far they are,
+    // on a terminal only.
+    aicsql_udfs::progress::enable(!args.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()));
+
     let mut print_options = PrintOptions {
         format: args.format,
         quiet: args.quiet,

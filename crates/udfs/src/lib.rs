@@ -15,6 +15,7 @@ mod gemm_args;
 pub mod gemm_latency;
 pub mod gemm_sol;
 pub mod gemm_trace;
+pub mod progress;
 pub mod rows;
 pub mod search_agg;
 mod search_args;

@@ -273,6 +273,7 @@ impl ScalarUDFImpl for SearchBest {
         // session's partitions' worth of threads, each with its own servers.
         let threads = args.config_options.execution.target_partitions.clamp(1, calls.rows.max(1));
         let next = std::sync::atomic::AtomicUsize::new(0);
+        let progress = crate::progress::Progress::new("search_best: searches", calls.rows);
         let work = || -> Result<Vec<(usize, Outcome)>> {
             let mut servers = self.pool.take(&self.tree.0, &options);
             let mut done = Vec::new();
@@ -283,6 +284,7 @@ impl ScalarUDFImpl for SearchBest {
                         return Ok(());
                     }
                     done.push((row, search_row(&calls, row, &options, &mut servers)?));
+                    progress.tick();
                 }
             })();
             self.pool.give(servers);
@@ -303,6 +305,7 @@ impl ScalarUDFImpl for SearchBest {
                 Ok(all)
             })?
         };
+        progress.finish();
         outcomes.sort_by_key(|(row, _)| *row);
         let mut out = StructOut::new(NAME, FIELDS, calls.rows);
         for (_, outcome) in &outcomes {
