@@ -44,11 +44,12 @@ fn normalised(key: &str, value: &str) -> Option<String> {
         "backend" => Some(t.to_string()),
         "version" => (!t.is_empty()).then(|| t.to_string()),
         "on_miss" => ["null", "error"].contains(&l.as_str()).then_some(l),
-        "shared_layer" => match l.as_str() {
+        "shared_layer" | "strict_sla" => match l.as_str() {
             "true" | "on" | "1" => Some("true".into()),
             "false" | "off" | "0" => Some("false".into()),
             _ => None,
         },
+        "top_n" => t.parse::<usize>().ok().filter(|n| (1..=1000).contains(n)).map(|n| n.to_string()),
         _ => None,
     }
 }
@@ -59,6 +60,7 @@ fn value_for(rng: &mut Rng, key: &str) -> String {
         "backend" => w.backends.iter().cloned().chain(["".into(), " sglang ".into()]).collect(),
         "version" => w.versions.iter().cloned().chain(["latest".into(), "LATEST".into(), " 0.19.0 ".into()]).collect(),
         "on_miss" => ["null", "error", "NULL", " Error ", "eRrOr"].map(String::from).to_vec(),
+        "top_n" => ["1", "5", "10", " 3 ", "1000", "0", "1001", "-1", "2.5"].map(String::from).to_vec(),
         _ => ["true", "false", "on", "off", "1", "0", "TRUE", " False ", "On"].map(String::from).to_vec(),
     };
     match rng.below(3) {
@@ -104,15 +106,15 @@ fn fuzz_settings(seed: u64, budget: std::time::Duration) {
         }
     }
     let _ = run_sql(&rt, &ctx, "SET aic.shared_layer = 'true'");
-    let keys = ["backend", "version", "on_miss", "shared_layer"];
+    let keys = ["backend", "version", "on_miss", "shared_layer", "top_n", "strict_sla"];
     let unknown = ["bogus", "on_misses", "sharedlayer", "backends", "version2", "latest", "data"];
     let (mut sets, mut refused, mut probes) = (0usize, 0usize, 0usize);
     // The budget is for SETs: it starts once the probes' tables are loaded.
     let started = Instant::now();
     while (started.elapsed() < budget || sets < 50) && !failures.full() {
         let before = current(&rt, &ctx);
-        if before.len() != 4 {
-            failures.push("df_settings does not list the four aic.* settings", "", format!("{before:?}"));
+        if before.len() != keys.len() {
+            failures.push("df_settings does not list every aic.* setting", "", format!("{before:?}"));
         }
         let known = !rng.one_in(8);
         let key = if known { rng.pick(&keys).to_string() } else { rng.pick(&unknown).to_string() };
