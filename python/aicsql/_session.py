@@ -111,10 +111,12 @@ def context(data: DataDirs = None, config: Optional[SessionConfig] = None, **set
 def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = True) -> None:
     """Registers into ``ctx``: the ``aic`` catalog, the Rust functions
     (``gemm_latency``, ``gemm_sol``, ``gemm_trace``, ``step_latency``,
-    ``engine_step``, ``estimate_agg``, ``estimate_disagg``, ``estimate_memory``)
+    ``engine_step``, ``estimate_agg``, ``estimate_disagg``, ``estimate_memory``,
+    ``search_agg``, ``search_disagg``, ``search_default``, ``search_best``)
     and, unless ``python_path=False``, the Python path (``py_gemm_latency``,
     ``py_gemm_trace``, ``py_step_latency``, ``py_engine_step``,
-    ``py_estimate_agg``, ``py_estimate_disagg``, ``py_estimate_memory``)
+    ``py_estimate_agg``, ``py_estimate_disagg``, ``py_estimate_memory``,
+    ``py_search_agg``, ``py_search_disagg``, ``py_search_default``)
     reading the same data.
     """
     dirs = _data_dirs(data)
@@ -160,3 +162,12 @@ def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = 
         ctx.register_udtf(
             TableFunction("py_engine_step", library.python_table_function("py_engine_step", "engine_step", step_rows), ctx)
         )
+        from aicsql.spec import search
+
+        for name, like, table in (
+            ("py_search_agg", "search_agg", search.search_agg_table),
+            ("py_search_disagg", "search_disagg", search.search_disagg_table),
+            ("py_search_default", "search_default", search.search_default_table),
+        ):
+            function = lambda settings, *args, _table=table: _table(settings, *args, data=spec_data)  # noqa: E731
+            ctx.register_udtf(TableFunction(name, library.python_table_function(name, like, function), ctx))

@@ -103,17 +103,28 @@ impl Library {
         let (schema, arguments) = match like {
             aicsql_udfs::gemm_trace::NAME => (
                 aicsql_udfs::GemmTrace::schema(),
-                Arguments { names: &aicsql_udfs::gemm_trace::ARGS, texts: 2, arities: &[5] },
+                Arguments { names: &aicsql_udfs::gemm_trace::ARGS, texts: 2, arities: &[5], floats: usize::MAX },
             ),
             aicsql_udfs::engine_step::NAME => (
                 aicsql_udfs::EngineStep::schema(),
-                Arguments { names: &aicsql_udfs::step_args::ARGS, texts: 3, arities: &aicsql_udfs::step_args::ARITIES },
+                Arguments {
+                    names: &aicsql_udfs::step_args::ARGS,
+                    texts: 3,
+                    arities: &aicsql_udfs::step_args::ARITIES,
+                    floats: usize::MAX,
+                },
             ),
+            aicsql_udfs::search_agg::NAME => (aicsql_udfs::SearchAgg::schema(), SEARCH),
+            aicsql_udfs::search_disagg::NAME => (aicsql_udfs::SearchDisagg::schema(), SEARCH),
+            aicsql_udfs::search_default::NAME => (aicsql_udfs::SearchDefault::schema(), SEARCH),
             other => return Err(PyValueError::new_err(format!("no Rust table function named '{other}'"))),
         };
         Ok(TableFunction::new(Arc::new(PythonTable::new(name, schema, arguments, func))))
     }
 }
+
+/// The search functions' arguments: model, db, four counts, the two limits.
+const SEARCH: Arguments = Arguments { names: &aicsql_udfs::search_args::ARGS, texts: 2, arities: &[8], floats: 6 };
 
 #[pymodule]
 fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::pyarrow::FromPyArrow;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, ScalarValue, exec_datafusion_err, exec_err, plan_err};
 use datafusion::datasource::MemTable;
@@ -19,13 +19,16 @@ use aicsql_udfs::args::{constant, constant_int, constant_text};
 use crate::python_scalar::settings_dict;
 
 /// The argument kinds of the Rust twin: leading text arguments, then
-/// integers, in one of a few arities. The bridge checks them as the twin
-/// does, so both paths refuse the same calls with the same errors.
+/// integers, then (from position `floats`, 0-based) numbers, in one of a
+/// few arities. The bridge checks them as the twin does, so both paths
+/// refuse the same calls with the same errors.
 #[derive(Debug, Clone, Copy)]
 pub struct Arguments {
     pub names: &'static [&'static str],
     pub texts: usize,
     pub arities: &'static [usize],
+    /// The first number argument (`usize::MAX`: none).
+    pub floats: usize,
 }
 
 #[derive(Debug)]
@@ -45,7 +48,7 @@ impl PythonTable {
     /// `str`/`int`, `None` for NULL.
     fn values(&self, values: &[ScalarValue]) -> Result<Vec<Value>> {
         let name = &self.name;
-        let Arguments { names, texts, arities } = self.arguments;
+        let Arguments { names, texts, arities, floats } = self.arguments;
         if !arities.contains(&values.len()) {
             // "5", "7 or 9", "7, 9 or 10"
             let counts: Vec<String> = arities.iter().map(|a| a.to_string()).collect();
@@ -61,6 +64,8 @@ impl PythonTable {
             .map(|(i, v)| {
                 Ok(if i < texts {
                     Value::Text(constant_text(name, i + 1, v)?)
+                } else if i >= floats {
+                    Value::Float(constant_number(name, i + 1, names.get(i).copied().unwrap_or(""), v)?)
                 } else {
                     Value::Int(constant_int(name, i + 1, v)?)
                 })
@@ -72,6 +77,22 @@ impl PythonTable {
 enum Value {
     Text(Option<String>),
     Int(Option<i64>),
+    Float(Option<f64>),
+}
+
+/// A constant number argument, as the Rust search functions read theirs.
+fn constant_number(function: &str, position: usize, arg: &str, value: &ScalarValue) -> Result<Option<f64>> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let ty = value.data_type();
+    if !(ty.is_integer() || ty.is_floating() || matches!(ty, DataType::Decimal128(..))) {
+        return plan_err!("{function}: argument {position} ({arg}) must be a number, got {ty}");
+    }
+    match value.cast_to(&DataType::Float64) {
+        Ok(ScalarValue::Float64(v)) => Ok(v),
+        _ => plan_err!("{function}: argument {position} ({arg}) is {value}, not a number"),
+    }
 }
 
 impl Value {
@@ -79,7 +100,8 @@ impl Value {
         match self {
             Value::Text(Some(s)) => s.into_bound_py_any(py),
             Value::Int(Some(i)) => i.into_bound_py_any(py),
-            Value::Text(None) | Value::Int(None) => Ok(py.None().into_bound(py)),
+            Value::Float(Some(f)) => f.into_bound_py_any(py),
+            Value::Text(None) | Value::Int(None) | Value::Float(None) => Ok(py.None().into_bound(py)),
         }
     }
 }

@@ -18,7 +18,7 @@ pub mod gemm_trace;
 pub mod progress;
 pub mod rows;
 pub mod search_agg;
-mod search_args;
+pub mod search_args;
 pub mod search_best;
 pub mod search_default;
 pub mod search_disagg;
