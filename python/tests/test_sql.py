@@ -98,7 +98,8 @@ def test_settings_are_checked_where_they_are_read(ctx):
     with pytest.raises(Exception, match="aic.on_miss must be 'null' or 'error', not 'zero'"):
         ctx.sql(f"SELECT gemm_latency('{SEED_DB}', 'fp8_block', 1, 1280, 5120)").collect()
     listed = rows(ctx, "SELECT name FROM information_schema.df_settings WHERE name LIKE 'aic.%' ORDER BY name")
-    assert [r["name"] for r in listed] == ["aic.backend", "aic.on_miss", "aic.shared_layer", "aic.version"]
+    assert [r["name"] for r in listed] == [
+        "aic.backend", "aic.on_miss", "aic.shared_layer", "aic.strict_sla", "aic.top_n", "aic.version"]
 
 
 def test_on_miss_error_names_the_miss_on_both_paths(ctx):
@@ -272,3 +273,15 @@ def test_sessions_share_one_tree_until_the_data_changes(tmp_path):
     (tmp_path / "arrived-later").mkdir()
     fresh = aicsql._library([str(tmp_path)])
     assert fresh is not library and fresh.loaded()["gemm"] == 0
+
+
+@pytest.mark.parametrize("fn", ["search_agg", "search_disagg", "search_default"])
+def test_search_functions_agree_on_both_paths(ctx, fn):
+    """The search table functions and their Python-path twins (py_*): the same
+    schema and the same rows, in order (the Llama-3.1-8B golden case)."""
+    args = "'meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm/0.19.0', 4, 256, 256, 128, 1500, 50"
+    rust = ctx.sql(f"SELECT * FROM {fn}({args})").to_arrow_table()
+    py = ctx.sql(f"SELECT * FROM py_{fn}({args})").to_arrow_table()
+    assert rust.num_rows == {"search_agg": 341, "search_disagg": 24, "search_default": 2}[fn]
+    assert rust.schema.equals(py.schema)
+    assert rust.to_pylist() == py.to_pylist()

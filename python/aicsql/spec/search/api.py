@@ -71,8 +71,10 @@ __all__ = [
 _F, _I, _S, _B = pa.float64(), pa.int64(), pa.utf8(), pa.bool_()
 
 # SQL name -> (spec column, type)
+_DB = "__db__"  # the database, system/backend/version, as the Rust functions report it
+
 _AGG_COLUMNS = [
-    ("model", "model", _S), ("isl", "isl", _I), ("osl", "osl", _I), ("prefix", "prefix", _I),
+    ("model", "model", _S), ("db", _DB, _S), ("isl", "isl", _I), ("osl", "osl", _I), ("prefix", "prefix", _I),
     ("concurrency", "concurrency", _I), ("request_rate", "request_rate", _F), ("bs", "bs", _I),
     ("global_bs", "global_bs", _I), ("ttft_ms", "ttft", _F), ("tpot_ms", "tpot", _F),
     ("request_latency_ms", "request_latency", _F), ("seq_per_s", "seq/s", _F), ("seq_per_s_per_gpu", "seq/s/gpu", _F),
@@ -98,7 +100,7 @@ def _side_columns(prefix: str, tag: str):
 
 
 _DISAGG_COLUMNS = [
-    ("model", "model", _S), ("isl", "isl", _I), ("osl", "osl", _I), ("prefix", "prefix", _I),
+    ("model", "model", _S), ("db", _DB, _S), ("isl", "isl", _I), ("osl", "osl", _I), ("prefix", "prefix", _I),
     ("concurrency", "concurrency", _I), ("request_rate", "request_rate", _F), ("ttft_ms", "ttft", _F),
     ("tpot_ms", "tpot", _F), ("request_latency_ms", "request_latency", _F), ("seq_per_s", "seq/s", _F),
     ("seq_per_s_per_gpu", "seq/s/gpu", _F), ("tokens_per_s", "tokens/s", _F),
@@ -113,11 +115,13 @@ _MARKS = [pa.field("pareto", _B, nullable=False), pa.field("best_rank", _I)]
 AGG_TABLE_SCHEMA = pa.schema([pa.field(n, t) for n, _c, t in _AGG_COLUMNS] + _MARKS)
 DISAGG_TABLE_SCHEMA = pa.schema([pa.field(n, t) for n, _c, t in _DISAGG_COLUMNS] + _MARKS)
 DEFAULT_TABLE_SCHEMA = pa.schema([
+    pa.field("model", _S, nullable=False), pa.field("db", _S, nullable=False),
     pa.field("mode", _S, nullable=False), pa.field("chosen", _B, nullable=False),
-    pa.field("best_tokens_per_s_per_gpu_cluster", _F), pa.field("parallel", _S), pa.field("prefill_parallel", _S),
-    pa.field("prefill_workers", _I), pa.field("decode_parallel", _S), pa.field("decode_workers", _I),
+    pa.field("candidates", _I, nullable=False), pa.field("best_tokens_per_s_per_gpu_cluster", _F),
+    pa.field("parallel", _S), pa.field("bs", _I), pa.field("prefill_parallel", _S), pa.field("prefill_workers", _I),
+    pa.field("decode_parallel", _S), pa.field("decode_bs", _I), pa.field("decode_workers", _I),
     pa.field("ttft_ms", _F), pa.field("tpot_ms", _F), pa.field("tokens_per_s_per_user", _F),
-    pa.field("num_total_gpus", _I), pa.field("candidates", _I, nullable=False), pa.field("reason", _S),
+    pa.field("num_total_gpus", _I), pa.field("memory_gib", _F), pa.field("reason", _S),
 ])  # fmt: skip
 
 
@@ -256,6 +260,9 @@ def _mode_table(result: ModeResult, columns, schema: pa.Schema) -> pa.Table:
     for name, col, typ in columns:
         if col == CLUSTER:
             values = list(result.cluster)
+        elif col == _DB:
+            tag = "(p)" if "(p)system" in (result.candidates[0] if result.candidates else {}) else ""
+            values = [f"{r[tag + 'system']}/{r[tag + 'backend']}/{r[tag + 'version']}" for r in result.candidates]
         else:
             values = [r.get(col, 1 if col == "(d)cp" else None) for r in result.candidates]
         if pa.types.is_floating(typ):
@@ -295,21 +302,28 @@ def search_disagg(model: str, db: str, total_gpus: int, isl: int, osl: int, pref
     return _mode_table(mode, _DISAGG_COLUMNS, DISAGG_TABLE_SCHEMA)
 
 
-def default_rows(res: SearchResult) -> List[dict]:
-    """The `search_default` rows of a `run_search` result."""
+def default_rows(res: SearchResult, model: str = "", db: str = "") -> List[dict]:
+    """The `search_default` rows of a `run_search` result (``db`` as resolved:
+    system/backend/version, read off a candidate when there is one)."""
     out = []
+    for r in res.modes.values():
+        for c in r.candidates[:1]:
+            tag = "(p)" if "(p)system" in c else ""
+            db = f"{c[tag + 'system']}/{c[tag + 'backend']}/{c[tag + 'version']}"
     for mode, r in res.modes.items():
         row = {name: None for name in DEFAULT_TABLE_SCHEMA.names}
-        row.update(mode=mode, chosen=res.chosen_exp == mode, candidates=len(r.candidates), reason=r.reason)
+        row.update(model=model, db=db, mode=mode, chosen=res.chosen_exp == mode, candidates=len(r.candidates),
+                   reason=r.reason)  # fmt: skip
         if r.ok:
             row["best_tokens_per_s_per_gpu_cluster"] = r.best_throughput
             if r.best_configs:
                 b = r.best_configs[0]
                 if mode == "agg":
-                    row["parallel"] = b["parallel"]
+                    row.update(parallel=b["parallel"], bs=b["bs"], memory_gib=b["memory"])
                 else:
                     row.update(prefill_parallel=b["(p)parallel"], prefill_workers=b["(p)workers"],
-                               decode_parallel=b["(d)parallel"], decode_workers=b["(d)workers"])  # fmt: skip
+                               decode_parallel=b["(d)parallel"], decode_bs=b["(d)bs"], decode_workers=b["(d)workers"],
+                               memory_gib=b["(d)memory"])  # fmt: skip
                 row.update(ttft_ms=b["ttft"], tpot_ms=b["tpot"], tokens_per_s_per_user=b["tokens/s/user"],
                            num_total_gpus=b["num_total_gpus"])  # fmt: skip
             else:
@@ -326,7 +340,7 @@ def search_default(model: str, db: str, total_gpus: int, isl: int, osl: int, pre
     cluster rate (agg on a tie; none if no experiment found a candidate)."""
     res = run_search(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n, strict_sla=strict_sla,
                      **kw)  # fmt: skip
-    return pa.Table.from_pylist(default_rows(res), schema=DEFAULT_TABLE_SCHEMA)
+    return pa.Table.from_pylist(default_rows(res, model, db), schema=DEFAULT_TABLE_SCHEMA)
 
 
 # ---- the bridge's calling convention ------------------------------------------------------------
