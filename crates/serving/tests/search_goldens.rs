@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use aicsql_serving::{AggCandidate, DisaggCandidate, Search, SearchQuery, Server, WorkerEstimate};
 use aicsql_tables::DataTree;
@@ -174,7 +174,7 @@ fn compare(what: &str, ours: &[Row], golden: &[Row]) -> Vec<String> {
 fn check<C>(
     what: &str,
     search: &Search<C>,
-    dir: &PathBuf,
+    dir: &Path,
     mode: &str,
     row: impl Fn(&C, f64) -> Row,
     failures: &mut Vec<String>,

@@ -10,7 +10,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::path::PathBuf;
+use std::path::Path;
 
 use aicsql_serving::{AggEstimate, AggQuery, DisaggEstimate, DisaggQuery, Parallel, Server, WorkerEstimate};
 use aicsql_tables::DataTree;
@@ -30,8 +30,8 @@ struct Point {
     raw: Option<serde_json::Map<String, Value>>,
 }
 
-fn points(path: &PathBuf) -> Vec<Point> {
-    let file = File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+fn points(path: &Path) -> Vec<Point> {
+    let file = File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .and_then(|b| b.build())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -6,18 +6,18 @@ use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::Result;
 use datafusion::datasource::MemTable;
 use datafusion::logical_expr::Documentation;
 
-use aicsql_serving::{AggCandidate, Search};
+use aicsql_serving::AggCandidate;
 use aicsql_tables::DataTree;
 
 use crate::DOC_SECTION_AICSQL;
-use crate::config::{AicOptions, OnMiss};
+use crate::config::AicOptions;
 use crate::errors::serving_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
-use crate::search_args::{SearchCall, search_call, signature};
+use crate::search_args::{SearchCall, empty_or_error, flags, search_call, signature};
 
 pub const NAME: &str = "search_agg";
 
@@ -129,31 +129,6 @@ fn columns<'a>() -> Vec<Column<Line<'a>>> {
         required("pareto", Bool(|r| Some(r.pareto))),
         col("best_rank", Int(|r| r.best_rank)),
     ]
-}
-
-/// The spec's frame as rows: position in the candidates frame, frontier
-/// membership and best-config rank.
-pub(crate) fn flags<C>(search: &Search<C>) -> (Vec<bool>, Vec<Option<i64>>) {
-    let mut pareto = vec![false; search.candidates.len()];
-    for &i in &search.pareto {
-        pareto[i] = true;
-    }
-    let mut rank = vec![None; search.candidates.len()];
-    for (k, &i) in search.best.iter().enumerate() {
-        rank[i] = Some(k as i64 + 1);
-    }
-    (pareto, rank)
-}
-
-/// No candidate: NULL-like (no rows) or, under `aic.on_miss = 'error'`, an error with the spec's reason.
-pub(crate) fn empty_or_error(function: &str, call: &SearchCall, reason: &str, options: &AicOptions) -> Result<()> {
-    if options.on_miss == OnMiss::Error {
-        return Err(DataFusionError::Execution(format!(
-            "{function}: no candidate for {} on {}: {reason}",
-            call.model, call.db
-        )));
-    }
-    Ok(())
 }
 
 impl TableFunctionImpl for SearchAgg {

@@ -4,14 +4,14 @@
 use std::sync::Arc;
 
 use datafusion::catalog::{Session, TableFunctionArgs};
-use datafusion::common::{Result, ScalarValue, plan_err};
+use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::logical_expr::Expr;
 
-use aicsql_serving::{SearchQuery, Server};
+use aicsql_serving::{Search, SearchQuery, Server};
 use aicsql_tables::DataTree;
 
 use crate::args::{constant, constant_int, constant_text};
-use crate::config::AicOptions;
+use crate::config::{AicOptions, OnMiss};
 use crate::database::resolve;
 use crate::errors::serving_error;
 
@@ -106,4 +106,28 @@ pub(crate) fn search_call(
         threads: session.config().options().execution.target_partitions,
     };
     Ok(Some(SearchCall { server, model, db, query }))
+}
+
+/// Per candidate: whether it is on the frontier, and its best-config rank.
+pub(crate) fn flags<C>(search: &Search<C>) -> (Vec<bool>, Vec<Option<i64>>) {
+    let mut pareto = vec![false; search.candidates.len()];
+    for &i in &search.pareto {
+        pareto[i] = true;
+    }
+    let mut rank = vec![None; search.candidates.len()];
+    for (k, &i) in search.best.iter().enumerate() {
+        rank[i] = Some(k as i64 + 1);
+    }
+    (pareto, rank)
+}
+
+/// No candidate: NULL-like (no rows) or, under `aic.on_miss = 'error'`, an error with the spec's reason.
+pub(crate) fn empty_or_error(function: &str, call: &SearchCall, reason: &str, options: &AicOptions) -> Result<()> {
+    if options.on_miss == OnMiss::Error {
+        return Err(DataFusionError::Execution(format!(
+            "{function}: no candidate for {} on {}: {reason}",
+            call.model, call.db
+        )));
+    }
+    Ok(())
 }

@@ -17,8 +17,7 @@ use crate::DOC_SECTION_AICSQL;
 use crate::config::AicOptions;
 use crate::errors::serving_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
-use crate::search_agg::{empty_or_error, flags};
-use crate::search_args::{SearchCall, search_call, signature};
+use crate::search_args::{SearchCall, empty_or_error, flags, search_call, signature};
 
 pub const NAME: &str = "search_disagg";
 

@@ -35,6 +35,9 @@ pub enum Cell {
     Null,
 }
 
+/// How one column gives a row's cell.
+type CellOf = Box<dyn Fn(usize) -> Cell>;
+
 pub fn frame(path: &PathBuf) -> Vec<BTreeMap<String, Cell>> {
     let file = File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
@@ -44,7 +47,7 @@ pub fn frame(path: &PathBuf) -> Vec<BTreeMap<String, Cell>> {
     for batch in reader {
         let batch = batch.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let schema = batch.schema();
-        let mut columns: Vec<(String, Box<dyn Fn(usize) -> Cell>)> = Vec::new();
+        let mut columns: Vec<(String, CellOf)> = Vec::new();
         for (field, column) in schema.fields().iter().zip(batch.columns()) {
             let name = field.name().clone();
             if column.data_type().is_numeric() {
