@@ -94,41 +94,33 @@ pub struct DisaggCandidate {
     pub estimate: DisaggEstimate,
 }
 
-impl Candidate for AggCandidate {
-    fn tokens_per_s_per_gpu(&self) -> f64 {
-        self.estimate.tokens_per_s_per_gpu
-    }
-    fn tokens_per_s_per_user(&self) -> f64 {
-        self.estimate.tokens_per_s_per_user
-    }
-    fn tpot_ms(&self) -> f64 {
-        self.estimate.tpot_ms
-    }
-    fn num_total_gpus(&self) -> u64 {
-        self.estimate.num_total_gpus
-    }
-    fn group(&self) -> String {
-        self.estimate.label().to_string()
-    }
+/// Both candidate kinds read the same fields of their estimate; only the
+/// layout they group by differs.
+macro_rules! candidate {
+    ($kind:ty, |$e:ident| $group:expr) => {
+        impl Candidate for $kind {
+            fn tokens_per_s_per_gpu(&self) -> f64 {
+                self.estimate.tokens_per_s_per_gpu
+            }
+            fn tokens_per_s_per_user(&self) -> f64 {
+                self.estimate.tokens_per_s_per_user
+            }
+            fn tpot_ms(&self) -> f64 {
+                self.estimate.tpot_ms
+            }
+            fn num_total_gpus(&self) -> u64 {
+                self.estimate.num_total_gpus
+            }
+            fn group(&self) -> String {
+                let $e = &self.estimate;
+                $group.to_string()
+            }
+        }
+    };
 }
 
-impl Candidate for DisaggCandidate {
-    fn tokens_per_s_per_gpu(&self) -> f64 {
-        self.estimate.tokens_per_s_per_gpu
-    }
-    fn tokens_per_s_per_user(&self) -> f64 {
-        self.estimate.tokens_per_s_per_user
-    }
-    fn tpot_ms(&self) -> f64 {
-        self.estimate.tpot_ms
-    }
-    fn num_total_gpus(&self) -> u64 {
-        self.estimate.num_total_gpus
-    }
-    fn group(&self) -> String {
-        self.estimate.decode.label().to_string()
-    }
-}
+candidate!(AggCandidate, |e| e.label());
+candidate!(DisaggCandidate, |e| e.decode.label());
 
 /// A layout the spec's sweep drops silently (its model or a point raised),
 /// and why.
