@@ -571,3 +571,22 @@ def test_serving_pp_cp_scan_against_the_rust_path():
     for r in rows:
         suffix = f"cp{r['cp']}" if r["cp"] > 1 else ""
         assert r["parallel"].startswith(f"tp{r['tp']}pp{r['pp']}dp1etp") and r["parallel"].endswith(suffix)
+
+
+MLA_GOLDENS = GOLDENS.with_name("serving_mla_agg_goldens.parquet")
+
+
+@needs_data
+def test_mla_agg_goldens_bit_for_bit():
+    """DEEPSEEK / KIMIK25 aggregated (serving_mla_agg_goldens.parquet, computed by
+    the spec): their attention is inside the MLA block, which the mixed step's
+    by-name lookup reads as 0.0 (a defaultdict); every field to the float bit."""
+    points = pq.read_table(MLA_GOLDENS).to_pylist()
+    assert len(points) >= 4
+    counts, failures = {}, []
+    for point in points:
+        got = estimate_agg(**_pp_call(point), on_miss="error")
+        _compare(point, got, AGG_KEYS, AGG_SKIP, counts, failures)
+    _report("mla agg goldens", counts)
+    assert not failures, "\n".join(failures[:20])
+    assert counts["ttft_ms"] == [len(points), 0] and counts["tpot_ms"] == [len(points), 0]

@@ -71,9 +71,10 @@ Spec details worth knowing (all checked against the goldens or the Rust path):
   = 0.0``), so its token counts are floats and the spec's miss messages print
   ``num_tokens=8207.0``; values are unaffected below 2**53;
 * DEEPSEEK / KIMIK25 have no op named ``context_attention`` (their attention
-  sits inside ``context_mla_block``), so the spec's Python mixed step raises
-  KeyError for them: an aggregated estimate of those families is refused
-  here (ValueError); disaggregated ones work;
+  sits inside ``context_mla_block``); the spec's mixed step reads its latency
+  dict by name, and the dict is a ``defaultdict(float)`` (``base_backend``
+  ~l.324), so the missing name reads as 0.0 and the MLA block is priced in
+  pass 1 only (checked against the spec: tests/goldens/serving_mla_agg_goldens);
 * a disaggregated prefill worker is a static context step at the workload's
   osl (its TPOT is 0.0) whose memory is sized at osl 1 (``isl + 1`` KV
   tokens); a decode worker's weights are those of its *context* op list;
@@ -259,13 +260,10 @@ def _miss(ctx: StepContext, where: str, miss: StepMiss) -> ServingMiss:
 
 
 def _needs(by_name: Dict[str, float], name: str, ctx: StepContext, where: str) -> float:
-    try:
-        return by_name[name]
-    except KeyError:
-        raise ValueError(
-            f"unsupported: the spec's {where} reads the {name!r} latency, which the {ctx.model.family} op list of "
-            f"{ctx.model.name!r} has no op of (aiconfigurator raises KeyError {name!r} here)"
-        ) from None
+    """The spec's ``latency_dict[name]`` on a ``defaultdict(float)``: 0.0 when
+    the op list has no op of that name (DEEPSEEK / KIMIK25's attention is in
+    their MLA block)."""
+    return by_name.get(name, 0.0)
 
 
 # ---- aggregated ---------------------------------------------------------------------------------
