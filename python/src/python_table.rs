@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::pyarrow::FromPyArrow;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, ScalarValue, exec_datafusion_err, exec_err, plan_err};
 use datafusion::datasource::MemTable;
@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use aicsql_udfs::AicOptions;
-use aicsql_udfs::args::{constant, constant_int, constant_text};
+use aicsql_udfs::args::{constant, constant_int, constant_number, constant_text};
 
 use crate::python_scalar::settings_dict;
 
@@ -78,21 +78,6 @@ enum Value {
     Text(Option<String>),
     Int(Option<i64>),
     Float(Option<f64>),
-}
-
-/// A constant number argument, as the Rust search functions read theirs.
-fn constant_number(function: &str, position: usize, arg: &str, value: &ScalarValue) -> Result<Option<f64>> {
-    if value.is_null() {
-        return Ok(None);
-    }
-    let ty = value.data_type();
-    if !(ty.is_integer() || ty.is_floating() || matches!(ty, DataType::Decimal128(..))) {
-        return plan_err!("{function}: argument {position} ({arg}) must be a number, got {ty}");
-    }
-    match value.cast_to(&DataType::Float64) {
-        Ok(ScalarValue::Float64(v)) => Ok(v),
-        _ => plan_err!("{function}: argument {position} ({arg}) is {value}, not a number"),
-    }
 }
 
 impl Value {

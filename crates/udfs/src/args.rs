@@ -174,3 +174,19 @@ pub fn constant_int(function: &str, position: usize, value: &ScalarValue) -> Res
         _ => plan_err!("{function}: argument {position} is {value}, which does not fit a 64-bit signed integer"),
     }
 }
+
+/// A constant number argument, integer or float (`NULL` → `None`); `name`
+/// is the argument's, for the error.
+pub fn constant_number(function: &str, position: usize, name: &str, value: &ScalarValue) -> Result<Option<f64>> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let ty = value.data_type();
+    if !(ty.is_integer() || ty.is_floating() || matches!(ty, DataType::Decimal128(..))) {
+        return plan_err!("{function}: argument {position} ({name}) must be a number, got {ty}");
+    }
+    match value.cast_to(&DataType::Float64) {
+        Ok(ScalarValue::Float64(v)) => Ok(v),
+        _ => plan_err!("{function}: argument {position} ({name}) is {value}, not a number"),
+    }
+}

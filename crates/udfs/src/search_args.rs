@@ -10,7 +10,7 @@ use datafusion::logical_expr::Expr;
 use aicsql_serving::{Search, SearchQuery, Server};
 use aicsql_tables::DataTree;
 
-use crate::args::{constant, constant_int, constant_text};
+use crate::args::{constant, constant_int, constant_number, constant_text};
 use crate::config::{AicOptions, OnMiss};
 use crate::database::resolve;
 use crate::errors::serving_error;
@@ -31,21 +31,6 @@ pub(crate) struct SearchCall {
     pub model: String,
     pub db: String,
     pub query: SearchQuery,
-}
-
-/// A constant number (integer or float) argument (`NULL` → `None`).
-fn constant_number(function: &str, position: usize, value: &ScalarValue) -> Result<Option<f64>> {
-    if value.is_null() {
-        return Ok(None);
-    }
-    let ty = value.data_type();
-    if !(ty.is_integer() || ty.is_floating() || matches!(ty, datafusion::arrow::datatypes::DataType::Decimal128(..))) {
-        return plan_err!("{function}: argument {position} ({}) must be a number, got {ty}", ARGS[position - 1]);
-    }
-    match value.cast_to(&datafusion::arrow::datatypes::DataType::Float64) {
-        Ok(ScalarValue::Float64(v)) => Ok(v),
-        _ => plan_err!("{function}: argument {position} ({}) is {value}, not a number", ARGS[position - 1]),
-    }
 }
 
 /// A constant count argument: a non-negative integer that fits `u32`.
@@ -76,7 +61,8 @@ pub(crate) fn search_call(
     let counts = [2, 3, 4, 5].map(|i| constant_count(function, i + 1, &values[i]));
     let [total_gpus, isl, osl, prefix] = counts;
     let (total_gpus, isl, osl, prefix) = (total_gpus?, isl?, osl?, prefix?);
-    let (ttft, tpot) = (constant_number(function, 7, &values[6])?, constant_number(function, 8, &values[7])?);
+    let number = |i: usize| constant_number(function, i + 1, ARGS[i], &values[i]);
+    let (ttft, tpot) = (number(6)?, number(7)?);
     let (Some(model), Some(db), Some(total_gpus), Some(isl), Some(osl), Some(prefix), Some(ttft_ms), Some(tpot_ms)) =
         (model, db, total_gpus, isl, osl, prefix, ttft, tpot)
     else {
