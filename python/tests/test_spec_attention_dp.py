@@ -2,7 +2,8 @@
 dp branches per backend (the spec's ``MoEDispatch.query``), the NCCL
 correction beyond the largest measured GPU count, and what is refused.
 The numbers against the spec are in test_spec_search.py (1,487 search
-candidates at dp > 1, Qwen3-30B-A3B on gb200 / sglang)."""
+candidates at dp > 1, Qwen3-30B-A3B on gb200 / sglang) and, for the
+HYBRIDMOE and DEEPSEEK / KIMIK25 families, test_spec_family_dp.py."""
 
 from __future__ import annotations
 
@@ -146,9 +147,11 @@ def test_what_is_refused():
     db = "gb200/sglang/0.5.14"
     with pytest.raises(ValueError, match="LLAMA family"):
         estimate_agg("meta-llama/Meta-Llama-3.1-8B", db, "tp1pp1dp2etpNoneepNone", 4, 1024, 128)
-    with pytest.raises(ValueError, match="DEEPSEEK family"):
-        estimate_disagg("deepseek-ai/DeepSeek-V3", "h200_sxm/sglang/0.5.14", "tp8pp1dp1etp1ep8", 1, 1,
-                        "tp4pp1dp2etp1ep8", 16, 1, 1024, 128)  # fmt: skip
+    # priced: every MoE family (test_spec_family_dp.py); a dense VL model is not
+    with pytest.raises(ValueError, match="QWEN3VL family .*DEEPSEEK, HYBRIDMOE, KIMIK25, MOE, QWEN3VL_MOE families only"):
+        estimate_agg("Qwen/Qwen3-VL-8B-Instruct", db, "tp1pp1dp2etpNoneepNone", 4, 1024, 128)
+    # QWEN3VL_MOE is priced as MOE is (its text path)
+    assert estimate_agg("Qwen/Qwen3-VL-30B-A3B-Instruct", db, "tp1pp1dp2etp1ep2", 4, 1024, 128)["ttft_ms"] > 0
     with pytest.raises(ValueError, match="trtllm does not support TP>1 and DP>1"):
         estimate_agg(MOE_MODEL, "h200_sxm/trtllm/1.3.0rc23", "tp2pp1dp2etp1ep4", 4, 1024, 128)
     with pytest.raises(ValueError, match=r"moe_tp \* moe_ep = 1 \* 4 != tp \* dp = 4 \* 2 = 8"):

@@ -93,7 +93,7 @@ fn parallel(args: &serde_json::Map<String, Value>, side: Option<&str>) -> Parall
         tp: get("tp_size").unwrap_or_else(|| panic!("golden args lack tp_size: {args:?}")),
         pp: get("pp_size").unwrap_or(1),
         dp: get("attention_dp_size").unwrap_or(1),
-        cp: 1,
+        cp: get("cp_size").unwrap_or(1),
         moe_tp: get("moe_tp_size"),
         moe_ep: get("moe_ep_size"),
     }
@@ -207,7 +207,7 @@ fn disagg_fields(e: &DisaggEstimate, server: &Server) -> BTreeMap<String, Field>
         put(&k("moe_tp"), opt(*moe_tp));
         put(&k("moe_ep"), opt(*moe_ep));
         if side == "p" {
-            put(&k("cp"), n(1));
+            put(&k("cp"), n(p.cp));
         }
         put(&k("parallel"), Field::Text(w.label().to_string()));
         put(&k("gemm"), Field::Text(quants.gemm.name().to_string()));
@@ -291,13 +291,11 @@ fn every_mla_agg_golden_point() {
 }
 
 /// Attention dp > 1 for HYBRIDMOE and DEEPSEEK / KIMIK25
-/// (serving_family_dp_goldens.parquet, docs/spec/families_dp_cp.md): not
-/// priced yet. Those points are refused by name (counted here, so pricing
-/// them shows up), every other point equals the spec's.
+/// (serving_family_dp_goldens.parquet, docs/spec/families_dp_cp.md 2, 5):
+/// every point equal to the spec's, its 4 error points failing on ours too.
 #[test]
-fn family_attention_dp_golden_points() {
-    let gap = run_goldens("serving_family_dp_goldens.parquet", 30, Some("is priced for the MOE family only"));
-    assert_eq!(gap, 27, "points refused as not priced yet");
+fn every_family_attention_dp_golden_point() {
+    assert_eq!(run_goldens("serving_family_dp_goldens.parquet", 30, None), 0);
 }
 
 /// Runs every point of `file`; returns how many our path refuses with an

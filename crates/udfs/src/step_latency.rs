@@ -104,7 +104,7 @@ impl ScalarUDFImpl for StepLatency {
             .with_argument(
                 "dp",
                 "Attention data parallelism (NULL or absent: 1): dp ranks of tp GPUs, each with batch requests of its \
-                 own, sharing the experts (tp * dp * cp = moe_tp * moe_ep); MOE-family models only.",
+                 own, sharing the experts (tp * dp * cp = moe_tp * moe_ep); MoE models only.",
             )
             .with_argument(
                 "pp",
@@ -113,7 +113,7 @@ impl ScalarUDFImpl for StepLatency {
             )
             .with_argument(
                 "cp",
-                "Context parallelism (NULL or absent: 1): SGLang's all-gather CP for LLAMA and MOE models at tp = dp = 1; \
+                "Context parallelism (NULL or absent: 1): SGLang's all-gather CP, every family, at tp = dp = 1; \
                  a context step's tokens are split over cp ranks (zigzag attention plus a KV all-gather), a generation \
                  step is not split.",
             )

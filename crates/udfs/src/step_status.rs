@@ -116,9 +116,9 @@ impl ScalarUDFImpl for StepStatus {
             .with_argument("osl", "Output sequence length.")
             .with_argument("moe_tp", "MoE models: expert tensor parallelism (NULL: inferred).")
             .with_argument("moe_ep", "MoE models: expert parallelism (NULL: inferred).")
-            .with_argument("dp", "Attention data parallelism (NULL or absent: 1; MOE-family models only).")
+            .with_argument("dp", "Attention data parallelism (NULL or absent: 1; MoE models only).")
             .with_argument("pp", "Pipeline stages (NULL or absent: 1).")
-            .with_argument("cp", "Context parallelism (NULL or absent: 1; LLAMA and MOE on sglang at tp = dp = 1).")
+            .with_argument("cp", "Context parallelism (NULL or absent: 1; sglang, tp = dp = 1).")
             .build()
         }))
     }

@@ -194,11 +194,9 @@ impl Server<'_> {
     }
 
     fn space(&mut self, q: &SearchQuery) -> Result<space::Space, ServingError> {
-        let family = self.step.spec_family();
         let backend = self.backend;
         // Every family this crate prices declares context parallelism on
-        // sglang, so the spec sweeps cp there; the step has it for LLAMA
-        // and MOE only.
+        // sglang, so the spec sweeps cp there.
         let cp = backend == crate::backend::Backend::Sglang;
         let space = space::SpaceOf {
             is_moe: self.step.is_moe(),
@@ -208,30 +206,19 @@ impl Server<'_> {
             total_gpus: q.total_gpus,
         }
         .build();
-        // Layouts the spec prices but the step does not yet must not vanish
+        // A layout the spec prices but the step does not must not vanish
         // from the search the way the spec's own refusals do: the answer
-        // would be another one. Refuse the search by name instead.
-        let roles = space.agg.iter().chain(&space.prefill).chain(&space.decode);
-        let (mut needs_cp, mut needs_dp, mut needs_alltoall) = (false, false, false);
+        // would be another one. TRT-LLM's SM100 NVL72 all-to-all is the one
+        // such dispatch left (no shipped system has 72 GPUs a node); refuse
+        // the search by name should a system reach it.
         let nvl72_sm100 = self.system.sm_version == Some(100) && self.system.num_gpus_per_node >= 72;
-        for p in roles {
-            needs_cp |= p.cp > 1;
-            needs_dp |= p.dp > 1;
-            needs_alltoall |=
-                backend == crate::backend::Backend::Trtllm && nvl72_sm100 && p.dp > 1 && p.moe_tp == Some(1);
-        }
-        let gap = if needs_cp && !matches!(family, "LLAMA" | "QWEN3VL" | "MOE" | "QWEN3VL_MOE") {
-            Some("context parallelism (cp 2/4/8)")
-        } else if needs_dp && !matches!(family, "MOE" | "QWEN3VL_MOE") {
-            Some("attention data parallelism (dp 2/4/8)")
-        } else if needs_alltoall {
-            Some("TRT-LLM's SM100 NVL72 all-to-all MoE dispatch (attention dp > 1 at moe_tp 1)")
-        } else {
-            None
-        };
-        if let Some(what) = gap {
+        let needs_alltoall = backend == crate::backend::Backend::Trtllm
+            && nvl72_sm100
+            && space.agg.iter().chain(&space.prefill).chain(&space.decode).any(|p| p.dp > 1 && p.moe_tp == Some(1));
+        if needs_alltoall {
             return Err(ServingError::input(format!(
-                "search: the spec's search space for {family} on {} reaches {what}, which the step does not price yet",
+                "search: the spec's search space for {} on {} reaches TRT-LLM's SM100 NVL72 all-to-all MoE dispatch (attention dp > 1 at moe_tp 1), which the step does not price yet",
+                self.step.spec_family(),
                 backend.name()
             )));
         }

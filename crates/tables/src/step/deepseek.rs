@@ -33,14 +33,17 @@ fn gemm(base: &'static str, count: f64, n: i64, k: i64, quant: GemmQuant) -> Op 
 }
 
 /// Router, dispatch, experts, dispatch.
-fn routed(model: &ModelDesc, par: &Parallel, quants: &Quants, count: f64) -> [Op; 4] {
+fn routed(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase, count: f64) -> [Op; 4] {
     let h = model.hidden;
+    // Context parallelism reaches both phases' exchanges; only the context
+    // step's is a context one (docs/spec/families_dp_cp.md 6).
     let dispatch = |pre| OpSpec::MoeDispatch {
         hidden: h,
         moe_tp: par.moe_tp,
         moe_ep: par.moe_ep,
         dp: par.dp,
-        cp: 1,
+        cp: par.cp,
+        context: phase == Phase::Context,
         pre,
         quant: Some(quants.moe),
     };
@@ -109,12 +112,17 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
         },
     );
     let tp_allreduce = op("tp_allreduce", OpKind::CustomAllReduce, 2.0 * l, OpSpec::AllReduce { tp, hidden: h });
-    let p2p = crate::step::ops::p2p(par, h);
+    // DEEPSEEK's hand-off is built without the context-parallel split.
+    let mut p2p = crate::step::ops::p2p(par, h);
+    p2p.spec = OpSpec::P2P { hidden: h, seq_split: false };
     let mut subs: Vec<Op> = Vec::new();
+    // Under context parallelism the module is priced at the full sequence
+    // and charged for a cp-th of the layers (the spec's "uniform" form).
+    let module_count = if phase == Phase::Context && par.cp > 1 { l / par.cp as f64 } else { l };
     let module = op(
         "mla_module",
         OpKind::MlaModule,
-        l,
+        module_count,
         OpSpec::MlaModule { context: phase == Phase::Context, heads, kv, fmha, gemm: quants.gemm },
     );
     let primary = push(&mut subs, [module]).0;
@@ -145,9 +153,13 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
                 ],
             );
             ops.push(op("mla_block", OpKind::FallbackOp, 1.0, OpSpec::Fallback { primary, fallback }));
+            if par.cp > 1 {
+                // Each layer's latent KV gathered from the cp ranks.
+                ops.push(crate::step::ops::cp_all_gather("cp_all_gather", model, par, quants, l));
+            }
             ops.push(op("add_norm_2", OpKind::ElementWise, l, norm));
             ops.extend(shared(model, par, quants, l));
-            ops.extend(routed(model, par, quants, l));
+            ops.extend(routed(model, par, quants, phase, l));
             ops.push(logits);
         }
         Phase::Generation => {
@@ -173,7 +185,7 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
             let fallback = push(&mut subs, fallback_ops);
             ops.push(op("mla_block", OpKind::FallbackOp, 1.0, OpSpec::Fallback { primary, fallback }));
             ops.push(op("add_norm_2", OpKind::ElementWise, l, norm));
-            let a = push(&mut subs, routed(model, par, quants, l));
+            let a = push(&mut subs, routed(model, par, quants, phase, l));
             let b = push(&mut subs, shared(model, par, quants, l));
             ops.push(op("moe_overlap", OpKind::OverlapOp, 1.0, OpSpec::Overlap { a, b }));
             ops.push(logits);

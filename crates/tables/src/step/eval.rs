@@ -392,7 +392,10 @@ impl<'a> Tables<'a> {
             // One stage hands `tokens * hidden` bf16 values to the next; a
             // single stage (count 0) hands nothing.
             OpSpec::P2P { .. } if op.count == 0.0 => OpValue::formula(0.0),
-            OpSpec::P2P { hidden } => OpValue::formula(self.sol.p2p(tokens * hidden * 2)),
+            OpSpec::P2P { hidden, seq_split } => {
+                let moved = if seq_split { tokens } else { x };
+                OpValue::formula(self.sol.p2p(moved * hidden * 2))
+            }
             OpSpec::CpAllGather { gpus, elements_per_token } => {
                 let size = x as f64 * elements_per_token;
                 if size.fract() != 0.0 || size >= 9.0e15 {
@@ -484,8 +487,14 @@ impl<'a> Tables<'a> {
             }
             // SGLang's context parallelism: every rank's tokens gathered for
             // the experts, the results scattered back to their ranks.
-            OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, dp: 1, pre, .. } => {
+            OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, dp: 1, context: true, pre, .. } => {
                 self.nccl(moe_tp * moe_ep, if pre { "all_gather" } else { "reduce_scatter" }, x * hidden, at)?
+            }
+            // A decode step of a context-parallel deployment (HYBRIDMOE,
+            // DEEPSEEK): nothing to gather, the experts' output all-reduced.
+            OpSpec::MoeDispatch { dp: 1, context: false, pre: true, .. } => OpValue::formula(0.0),
+            OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, dp: 1, context: false, pre: false, .. } => {
+                self.all_reduce(moe_tp * moe_ep, x * hidden, at)?
             }
             OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, dp, pre, quant, .. } => {
                 self.dp_dispatch(DpDispatch { hidden, moe_tp, moe_ep, dp, pre, quant }, x, at)?
@@ -505,10 +514,22 @@ impl<'a> Tables<'a> {
                 silicon(r?, lookup)
             }
             OpSpec::ContextMla { heads, kv, fmha } => {
-                let q = CtxMlaQuery { b: at.batch, s: at.s, prefix: at.prefix, heads, kv, fmha };
-                let lookup = Lookup::ContextMla { b: q.b, s: q.s, prefix: q.prefix, heads, kv, fmha };
+                let query = |s: i64, prefix: i64| CtxMlaQuery { b: at.batch, s, prefix, heads, kv, fmha };
+                // Context parallelism: the same zigzag as the context
+                // attention's, without its per-token extras.
+                let (first, second) = if at.cp > 1 {
+                    let c = ((at.s + 2 * at.cp - 1) / (2 * at.cp)).max(1);
+                    (query(c, at.prefix), Some(query(c, at.prefix + at.s - c)))
+                } else {
+                    (query(at.s, at.prefix), None)
+                };
+                let lookup = Lookup::ContextMla { b: first.b, s: first.s, prefix: first.prefix, heads, kv, fmha };
                 let table = self.context_mla().map_err(|e| load_failure(e, at.name, lookup))?;
-                silicon(table.query(&q).map_err(|m| kernel_miss(m, at.name, lookup))?, lookup)
+                let (mut latency, path) = table.query(&first).map_err(|m| kernel_miss(m, at.name, lookup))?;
+                if let Some(second) = second {
+                    latency += table.query(&second).map_err(|m| kernel_miss(m, at.name, lookup))?.0;
+                }
+                silicon((latency, path), lookup)
             }
             OpSpec::GenerationMla { heads, kv } => {
                 let lookup = Lookup::GenerationMla { b: at.batch, s: at.s, heads, kv };

@@ -233,7 +233,10 @@ pub(crate) fn op_list(model: &ModelDesc, hybrid: &Hybrid, par: &Parallel, quants
                 moe_tp: par.moe_tp,
                 moe_ep: par.moe_ep,
                 dp: par.dp,
-                cp: 1,
+                // Context parallelism reaches both phases' exchanges; only
+                // the context step's is a context one.
+                cp: par.cp,
+                context: phase == Phase::Context,
                 pre,
                 quant: None,
             };
@@ -281,5 +284,26 @@ pub(crate) fn op_list(model: &ModelDesc, hybrid: &Hybrid, par: &Parallel, quants
         },
     ));
     ops.push(crate::step::ops::p2p(par, h));
+    if phase == Phase::Context && par.cp > 1 {
+        // One KV all-gather per layer type, after the whole list: each type's
+        // own KV width, sized by the full new-token count (the window caps
+        // what is kept, not what is gathered). Integer bytes, then halves.
+        let gather = |base, layers: i64, n_kv: i64, k_head: i64, v_head: i64| Op {
+            base,
+            kind: OpKind::Nccl,
+            count: layers as f64,
+            spec: OpSpec::CpAllGather {
+                gpus: par.cp,
+                elements_per_token: (n_kv * (k_head + v_head) * quants.kv.memory()) as f64 / 2.0,
+            },
+        };
+        let (global, swa) = (counts[0] + counts[3], counts[1] + counts[2]);
+        if global > 0 {
+            ops.push(gather("cp_all_gather_global", global, glob_nkv, d, glob_vhd));
+        }
+        if swa > 0 {
+            ops.push(gather("cp_all_gather_swa", swa, swa_nkv, swa_hd, swa_vhd));
+        }
+    }
     ops
 }

@@ -197,9 +197,9 @@ impl ModelDesc {
     /// `dp` ranks, `cp` context-parallel ranks and `pp` pipeline stages.
     /// MoE models need `tp * dp * cp == moe_tp * moe_ep` (one of them may be
     /// given; the other is inferred); dense models ignore both. Attention
-    /// data parallelism (`dp > 1`) is priced for the MOE family; context
-    /// parallelism for LLAMA and MOE on sglang with `tp = dp = 1`, where the
-    /// spec supports it (`supports_cp`).
+    /// data parallelism (`dp > 1`) is priced for every MoE family; context
+    /// parallelism on sglang with `tp = dp = 1`, where the spec supports it
+    /// (`supports_cp`: every family built here).
     pub fn parallel(&self, shape: &StepShape, backend: &str) -> Result<Parallel, StepError> {
         let tp = i64::from(shape.tp);
         if tp < 1 {
@@ -211,10 +211,9 @@ impl ModelDesc {
                 return Err(StepError::input(format!("{name} must be at least 1, found {value}")));
             }
         }
-        if dp > 1 && self.family != Family::Moe {
-            let why = if self.is_moe() { " (its MoE dispatch with attention dp is not built yet)" } else { "" };
+        if dp > 1 && !self.is_moe() {
             return Err(StepError::input(format!(
-                "attention dp {dp} > 1 is priced for the MOE family only; {} is {}{why}",
+                "attention dp {dp} > 1 needs a MoE model (tp * dp * cp == moe_tp * moe_ep); {} is {}",
                 self.architecture, self.spec_family
             )));
         }
@@ -224,9 +223,9 @@ impl ModelDesc {
             )));
         }
         if cp > 1 {
-            if !matches!(self.family, Family::Llama | Family::Moe) || backend != "sglang" {
+            if backend != "sglang" {
                 return Err(StepError::input(format!(
-                    "context parallelism (cp {cp}) is not supported for {} ({}) on backend '{backend}': the spec models it for the LLAMA and MOE families on sglang",
+                    "context parallelism (cp {cp}) is not supported for {} ({}) on backend '{backend}': the spec models it on sglang only",
                     self.architecture, self.spec_family
                 )));
             }

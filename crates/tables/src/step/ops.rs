@@ -54,9 +54,13 @@ pub(crate) enum OpSpec {
         hidden: i64,
     },
     /// Pipeline hand-off of `x * hidden` bf16 activations to the next
-    /// stage; counted `pp - 1` times (`pp = 1` makes it 0).
+    /// stage; counted `pp - 1` times (`pp = 1` makes it 0). `seq_split`:
+    /// under context parallelism a rank hands on its own share of the
+    /// tokens (LLAMA, MOE, HYBRIDMOE); DEEPSEEK's hand-off is built without
+    /// the split and moves every token.
     P2P {
         hidden: i64,
+        seq_split: bool,
     },
     /// Context parallelism's KV all-gather over the `gpus` CP ranks, after
     /// the attention of each layer: `x * elements_per_token` half-precision
@@ -78,9 +82,14 @@ pub(crate) enum OpSpec {
         moe_tp: i64,
         moe_ep: i64,
         dp: i64,
-        /// Context-parallel ranks whose tokens the exchange gathers (a
-        /// context step at cp > 1; 1 otherwise).
+        /// Context-parallel ranks of the exchange (the spec's
+        /// `attn_cp_size`; 1 where a family does not pass it).
         cp: i64,
+        /// The spec's `is_context` of the exchange at cp > 1: a context
+        /// step gathers every rank's tokens for the experts and scatters
+        /// them back; a decode step (not context-parallel) has nothing to
+        /// gather and all-reduces the experts' output over the cp ranks.
+        context: bool,
         pre: bool,
         /// The MoE quant MOE passes; HYBRIDMOE builds its dispatch without one.
         quant: Option<MoeQuant>,
@@ -200,7 +209,16 @@ impl OpList {
 
 /// The pipeline hand-off op: `pp - 1` applications per step, in every family.
 pub(crate) fn p2p(par: &Parallel, hidden: i64) -> Op {
-    Op { base: "p2p", kind: OpKind::P2P, count: (par.pp - 1) as f64, spec: OpSpec::P2P { hidden } }
+    Op { base: "p2p", kind: OpKind::P2P, count: (par.pp - 1) as f64, spec: OpSpec::P2P { hidden, seq_split: true } }
+}
+
+/// SGLang's context-parallel KV all-gather of each layer (LLAMA, MOE,
+/// DEEPSEEK): the bytes a token keeps per layer, in 2-byte (half)
+/// elements, as the spec divides them (`kv_bytes(1) / layers / 2`).
+pub(crate) fn cp_all_gather(base: &'static str, model: &ModelDesc, par: &Parallel, quants: &Quants, count: f64) -> Op {
+    let kv_bytes = (quants.kv.memory() * crate::step::weights::kv_elements_per_token(model, par.n_kv)) as f64;
+    let elements_per_token = kv_bytes / model.layers as f64 / 2.0;
+    Op { base, kind: OpKind::Nccl, count, spec: OpSpec::CpAllGather { gpus: par.cp, elements_per_token } }
 }
 
 /// The sliding window of GPT-OSS's windowed layers, hard-coded by the spec
@@ -277,12 +295,7 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
         attention(0),
     ]);
     if phase == Phase::Context && par.cp > 1 {
-        // SGLang's CP all-gathers the full KV of each layer: the bytes a
-        // token keeps per layer, in 2-byte (half) elements, as the spec
-        // divides them (`kv_bytes(1) / layers / 2`).
-        let kv_bytes = (quants.kv.memory() * crate::step::weights::kv_elements_per_token(model, n_kv)) as f64;
-        let elements_per_token = kv_bytes / l / 2.0;
-        ops.push(op("cp_all_gather", OpKind::Nccl, l, OpSpec::CpAllGather { gpus: par.cp, elements_per_token }));
+        ops.push(cp_all_gather("cp_all_gather", model, par, quants, l));
     }
     ops.extend([
         op("proj_gemm", OpKind::Gemm, l, gemm_lp(h, attn_width, quants.gemm)),
@@ -314,8 +327,16 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
             // The generation step is not context-parallel: its exchange is
             // the attention-tp one over the cp ranks.
             let cp = if phase == Phase::Context { par.cp } else { 1 };
-            let dispatch =
-                |pre| OpSpec::MoeDispatch { hidden: h, moe_tp, moe_ep, dp: par.dp, cp, pre, quant: Some(quant) };
+            let dispatch = |pre| OpSpec::MoeDispatch {
+                hidden: h,
+                moe_tp,
+                moe_ep,
+                dp: par.dp,
+                cp,
+                context: true,
+                pre,
+                quant: Some(quant),
+            };
             ops.extend([
                 op("router_gemm", OpKind::Gemm, l, gemm(model.experts, h, GemmQuant::Bfloat16)),
                 op("moe_pre_dispatch", OpKind::MoEDispatch, l, dispatch(true)),

@@ -21,9 +21,10 @@ NCCL
     is free (0.0, no lookup). Beyond the largest measured count ``M`` the
     latency is scaled by ``(g - 1) / g * M / (M - 1) * (bw(M) / bw(g))``
     (the spec's ``NCCL._query_nccl_table``, in its evaluation order). Read
-    by the all-reduce on systems with 72 GPUs per node (tp > 4) and by the
-    MoE dispatch at attention dp > 1 (all-gather / reduce-scatter); not by
-    the published serving goldens.
+    by the all-reduce on systems with 72 GPUs per node (tp > 4), by the
+    context-parallel KV all-gathers and by the MoE dispatch at attention
+    dp > 1 or cp > 1 (all-gather / reduce-scatter; the Qwen3-30B-A3B sglang
+    search golden and ``serving_family_dp_goldens`` reach it).
 """
 
 from __future__ import annotations

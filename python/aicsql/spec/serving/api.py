@@ -14,8 +14,9 @@ the spec's label ``tp{tp}pp{pp}dp{dp}etp{moe_tp|None}ep{moe_ep|None}`` with
 an optional trailing ``cp{cp}`` (how the spec's frames print a layout); a moe
 argument that disagrees with the label -- a number where the label says
 another number or ``None`` -- is an error. Attention dp > 1 (``tp * dp * cp
-= moe_tp * moe_ep``) is priced for the MOE family (Qwen3-MoE, Mixtral,
-GPT-OSS, MiniMax-M2, ...) and refused for the others naming the family.
+= moe_tp * moe_ep``) is priced for the MoE families MOE (Qwen3-MoE,
+Mixtral, GPT-OSS, MiniMax-M2, ...), HYBRIDMOE (Llama-4, MiMo-V2-Flash),
+DEEPSEEK and KIMIK25, and refused for the others naming the family.
 Pipeline parallelism (pp > 1) is priced for every family. Context
 parallelism (cp > 1: sglang's prefill CP) is priced where the spec has it --
 sglang, with tp = 1 and attention dp = 1 -- and refused elsewhere with the

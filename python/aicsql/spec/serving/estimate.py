@@ -40,12 +40,14 @@ Static steps (``run_static``, disaggregated workers)
     rounded like ``DataFrame.round(3)`` (`numpy_round3`) before the rate
     matching reads it, and the disaggregated row is rounded again.
 
-Attention dp (MOE family; ``tp * dp * cp = moe_tp * moe_ep``): the steps run
-at the layout's dp (the experts see ``x * dp`` tokens, the dispatches
-gather / scatter over all ``tp * dp`` GPUs); ``run_agg`` scales the output
-throughput and the concurrency by ``pp * dp``, ``run_static`` the global
-batch by dp, and the per-GPU values divide by ``tp * pp * dp * cp``; the
-memory model's MoE workspace (not paid by MOE) scales by dp.
+Attention dp (MOE, HYBRIDMOE, DEEPSEEK / KIMIK25; ``tp * dp * cp = moe_tp *
+moe_ep``): the steps run at the layout's dp (the experts see ``x * dp``
+tokens, the dispatches gather / scatter over all ``tp * dp`` GPUs);
+``run_agg`` scales the output throughput and the concurrency by ``pp *
+dp``, ``run_static`` the global batch by dp, and the per-GPU values divide
+by ``tp * pp * dp * cp``; the memory model's MoE workspace (paid by
+DEEPSEEK / KIMIK25, not by MOE or HYBRIDMOE) scales by dp. dp does not
+shard the expert weights: they stay divided by ``moe_tp * moe_ep`` only.
 
 Pipeline parallelism (pp): the steps price every layer plus ``pp - 1`` P2P
 hand-offs; the memory model divides the weights (not the KV cache) by pp;
@@ -171,8 +173,8 @@ def resolve_layout(ctx: StepContext, tp: int, moe_tp: Optional[int], moe_ep: Opt
                    pp: int = 1, cp: int = 1) -> Layout:  # fmt: skip
     """``_resolve_moe_parallelism``: a MoE model infers its missing width from
     ``tp * dp * cp`` (both missing is an error); a dense model keeps what it
-    was given. Attention dp > 1: the MOE family only; cp > 1: sglang only,
-    with tp = dp = 1 (`resolve_parallel`)."""
+    was given. Attention dp > 1: MOE, HYBRIDMOE, DEEPSEEK / KIMIK25; cp > 1:
+    sglang only, with tp = dp = 1 (`resolve_parallel`)."""
     model = ctx.model
     par = resolve_parallel(model, ctx.db.backend, tp, moe_tp, moe_ep, dp, pp, cp)
     if ctx.db.backend == "trtllm":

@@ -17,10 +17,11 @@ always raises ValueError naming it. NULL in gives NULL out (``moe_tp`` /
 ``dp`` (the attention data parallelism), ``pp`` (pipeline stages) and ``cp``
 (context parallelism) are optional everywhere: keywords of the plain
 functions, trailing arrays / arguments of the batch forms, in that order
-(NULL = 1). dp > 1 is priced for the MOE family (``tp * dp * cp = moe_tp *
-moe_ep``); pp prices the stages' P2P hand-offs (every layer stays in the
-step); cp > 1 is sglang's prefill context parallelism (tp = dp = 1; context
-ops only), refused on the other backends as the spec refuses it.
+(NULL = 1). dp > 1 is priced for the MoE families MOE, HYBRIDMOE, DEEPSEEK
+and KIMIK25 (``tp * dp * cp = moe_tp * moe_ep``); pp prices the stages' P2P
+hand-offs (every layer stays in the step); cp > 1 is sglang's prefill
+context parallelism (tp = dp = 1; context ops only), refused on the other
+backends as the spec refuses it.
 
 ``engine_step`` returns the full breakdown (the goldens' rows), and
 ``step_latency`` the phase's number: TTFT for 'context', TPOT for

@@ -58,6 +58,7 @@ __all__ = [
     "StepContext",
     "step_context",
     "resolve_parallel",
+    "DP_FAMILIES",
 ]
 
 STRIDE = 32
@@ -78,15 +79,28 @@ def _positive_int(name: str, v, what: str = "") -> None:
         raise ValueError(f"{name} = {v!r}{what} must be a positive integer")
 
 
+# The families whose attention data parallelism (dp > 1) this path prices:
+# every MoE family. In each of them dp reaches the step only through the MoE
+# ops -- the experts see ``x * dp`` tokens, the dispatches gather before and
+# scatter after them (docs/spec/engine_step.md 10.3; families_dp_cp.md 2, 5)
+# -- and through the serving estimates' scale factors. QWEN3VL_MOE is the
+# spec's MOEModel with a vision encoder that a text-only step never runs, so
+# its dp path is MOE's (the Rust path prices it the same way).
+DP_FAMILIES = frozenset({MOE, QWEN3VL_MOE, HYBRIDMOE, DEEPSEEK, KIMIK25})
+
+
 def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1, pp=1, cp=1) -> Parallel:
     """Validate tp, the attention dp, pp and cp against the model and resolve
     the MoE layout (docs/spec 2, 10.1; the spec's ``get_model``):
 
     * MoE: ``tp * dp * cp == moe_tp * moe_ep``, a missing width inferred from
       ``tp * dp * cp`` (the spec's ``resolve_moe_parallelism``);
-    * attention dp > 1 is priced for the MOE family only (its dispatches,
-      see `MoEDispatch`); trtllm refuses tp > 1 together with dp > 1, as
-      the spec asserts;
+    * attention dp > 1 is priced for the families of `DP_FAMILIES` -- MOE,
+      QWEN3VL_MOE, HYBRIDMOE (Llama-4, MiMo-V2-Flash), DEEPSEEK and KIMIK25 -- through
+      their MoE ops (`MoE` at ``x * dp`` tokens, `MoEDispatch`'s per-backend
+      dp collectives) and refused for the others naming the family; trtllm
+      refuses tp > 1 together with dp > 1, as the spec asserts (at its first
+      dispatch query; here before anything is priced);
     * pp: any positive count (every layer stays in the op lists; the P2P op
       and the serving estimates read it);
     * cp > 1 (context parallelism): the spec's model classes support it on
@@ -101,10 +115,10 @@ def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1, p
         raise ValueError(
             f"tp = {tp} does not divide the {model.heads} attention heads of {model.name!r}"
         )
-    if dp > 1 and model.family != MOE:
+    if dp > 1 and model.family not in DP_FAMILIES:
         raise ValueError(
             f"unsupported: attention dp = {dp} for {model.name!r} of the {model.family} family "
-            "(aicsql.spec prices attention dp > 1 for the MOE family only)"
+            f"(aicsql.spec prices attention dp > 1 for the {', '.join(sorted(DP_FAMILIES))} families only)"
         )
     if not model.is_moe:
         _check_cp(model, backend, tp, dp, cp)
@@ -282,7 +296,7 @@ class StepContext:
             prefix: int = 0, dp: int = 1, pp: int = 1, cp: int = 1) -> PhaseResult:  # fmt: skip
         """One static step of `phase`; StepMiss on a miss, ValueError on bad input.
         ``prefix``: cached tokens per request of a context step (ignored in generation);
-        ``dp``: the attention data parallelism (MOE family only); ``pp``: the
+        ``dp``: the attention data parallelism (`DP_FAMILIES`); ``pp``: the
         pipeline stages (the P2P hand-offs; every layer is priced); ``cp``:
         context parallelism (sglang, tp = dp = 1; context ops only)."""
         if phase not in PHASES:

@@ -82,8 +82,9 @@ class OpValue(NamedTuple):
 
 
 class Parallel(NamedTuple):
-    """The parallel layout of a step: tensor, MoE, attention data (MOE family
-    only), pipeline and context (sglang only, with tp = dp = 1) parallelism."""
+    """The parallel layout of a step: tensor, MoE, attention data (the MoE
+    families of `engine.DP_FAMILIES`), pipeline and context (sglang only,
+    with tp = dp = 1) parallelism."""
 
     tp: int
     moe_tp: int = 1

@@ -16,6 +16,11 @@
   shared expert (`OverlapOp`).
 * vllm pays two tp all-reduces per layer (``*_tp_allreduce``); nobody pays an
   embedding all-reduce.
+* Attention dp > 1 (families_dp_cp.md 5): the routed experts see ``x * dp``
+  tokens and the dispatches (labelled with the MoE quant, which sizes
+  trtllm's SM 100 all-gather) take their dp collectives; the MLA block, the
+  shared expert and the vllm all-reduces keep their tp widths, so at tp 1
+  every attention rank runs the whole shared expert.
 * Context parallelism (cp > 1, sglang, tp = dp = 1): the MLA module counts
   ``L / cp`` layers at the full token count, the granular fallback's GEMMs
   ``ceil(x / cp)`` tokens and its context MLA the zigzag pair; an all-gather

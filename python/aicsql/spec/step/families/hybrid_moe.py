@@ -12,6 +12,13 @@ them into one entry. No all-reduce at all besides the MoE dispatches, no
 embedding all-reduce; the embedding is charged once, the logits GEMM at the
 end.
 
+Attention dp > 1 (families_dp_cp.md 2): only the MoE ops of each MoE group
+change -- the experts see ``x * dp`` tokens, the dispatches take their dp
+collectives (`MoEDispatch`) -- in both phases; every other width is tp's.
+The spec builds these dispatches without a quant mode, so trtllm's SM 100
+all-gather moves the full bf16 volume even for a quantized checkpoint
+(MOE and DEEPSEEK / KIMIK25 compress it by their MoE quant).
+
 Context parallelism (cp > 1, sglang): the spec wires it after building the
 lists -- every token-major context op (embedding, norms, GEMMs including the
 logits GEMM, P2P) prices ``ceil(x / cp)`` tokens, the attention ops the

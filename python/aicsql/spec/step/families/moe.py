@@ -11,9 +11,9 @@ differences (families_mla 4):
 
 No ar_1 / ar_2 (the dispatches carry the tensor-parallel communication), no
 context logits GEMM; the dispatches are labelled with the MoE quant. At
-attention dp > 1 (this family only) the experts see ``x * dp`` tokens and
-the dispatches gather before / scatter after them over ``tp * dp`` GPUs
-(`MoEDispatch`).
+attention dp > 1 the experts see ``x * dp`` tokens and the dispatches
+gather before / scatter after them over ``tp * dp`` GPUs (`MoEDispatch`),
+as in HYBRIDMOE and DEEPSEEK / KIMIK25.
 
 Context parallelism (cp > 1: sglang, tp = dp = 1, ``moe_tp * moe_ep = cp``):
 the token-major context ops price ``ceil(x / cp)`` tokens, both attention ops
