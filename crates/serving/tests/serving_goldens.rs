@@ -142,7 +142,7 @@ fn agg_fields(e: &AggEstimate, server: &Server) -> BTreeMap<&'static str, Field>
         ("dp", n(p.dp)),
         ("moe_tp", opt(e.moe_tp)),
         ("moe_ep", opt(e.moe_ep)),
-        ("cp", n(1)),
+        ("cp", n(p.cp)),
         ("parallel", Field::Text(e.label().to_string())),
         ("gemm", Field::Text(e.quants.gemm.name().to_string())),
         ("kvcache", Field::Text(e.quants.kv.name().to_string())),
@@ -296,6 +296,15 @@ fn every_mla_agg_golden_point() {
 #[test]
 fn every_family_attention_dp_golden_point() {
     assert_eq!(run_goldens("serving_family_dp_goldens.parquet", 30, None), 0);
+}
+
+/// Context parallelism (sglang) for HYBRIDMOE and DEEPSEEK / KIMIK25
+/// (serving_family_cp_goldens.parquet, computed by the spec through
+/// scripts/spec_cp_points.py; docs/spec/families_dp_cp.md 3, 6): every
+/// point equal, its 4 error points (2 OOM, 2 cp with tp or dp) failing.
+#[test]
+fn every_family_context_parallel_golden_point() {
+    assert_eq!(run_goldens("serving_family_cp_goldens.parquet", 26, None), 0);
 }
 
 /// Runs every point of `file`; returns how many our path refuses with an
