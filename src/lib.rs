@@ -5,6 +5,7 @@
 //! binary drives it with the datafusion-cli library.
 
 pub mod fetch;
+pub mod reference;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

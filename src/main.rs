@@ -61,6 +61,13 @@ enum Command {
         #[command(subcommand)]
         action: DataAction,
     },
+    /// Print the function reference (every function, setting and catalog
+    /// table, as docs/functions.md holds it)
+    Docs {
+        /// Write it to this file instead of standard output
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -75,8 +82,20 @@ enum Input {
     File(PathBuf),
 }
 
+/// The table functions for `--help`: `SHOW FUNCTIONS` lists scalar
+/// functions only, so the shell's help is where users find these.
+fn table_functions_help() -> String {
+    let mut text = String::from("Table functions (SELECT ... FROM name(...); `aicsql docs` has the full reference):\n");
+    for (_, doc) in aicsql_udfs::table_function_docs() {
+        text.push_str("  ");
+        text.push_str(&doc.syntax_example);
+        text.push('\n');
+    }
+    text
+}
+
 fn main() -> ExitCode {
-    let matches = Args::command().get_matches();
+    let matches = Args::command().after_help(table_functions_help()).get_matches();
     let args = match Args::from_arg_matches(&matches) {
         Ok(args) => args,
         Err(e) => e.exit(),
@@ -142,6 +161,19 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
             }
         }
         return Ok(());
+    }
+
+    if let Some(Command::Docs { out }) = &args.command {
+        let ctx = SessionBuilder::open(&data_dirs(&args)?)?.build();
+        let text = aicsql::reference::function_reference(&ctx).await?;
+        return match out {
+            Some(path) => std::fs::write(path, text)
+                .map_err(|e| DataFusionError::Execution(format!("cannot write {}: {e}", path.display()))),
+            None => {
+                print!("{text}");
+                Ok(())
+            }
+        };
     }
 
     let registry = Arc::new(InstrumentedObjectStoreRegistry::new());

@@ -53,6 +53,32 @@ impl MetaKind {
         }
     }
 
+    /// What the table holds, for the function reference.
+    pub fn description(self) -> &'static str {
+        match self {
+            MetaKind::Databases => {
+                "Every table of every database (system/backend/version) the spec serves: its layout, the release \
+                 whose file serves it (the newer wheel wins), whether the version is the newest ('latest') and \
+                 whether its directory holds only a shared-layer marker."
+            }
+            MetaKind::CommLibraries => {
+                "The communication-library tables (NCCL, oneCCL) per system and version, which the databases of \
+                 that system use for their collectives."
+            }
+            MetaKind::Systems => {
+                "The system YAML of each GPU system: memory, bandwidths, tensor-core FLOPS, GPUs a node."
+            }
+            MetaKind::Models => "The model configs the spec ships (Hugging Face config.json), with the spec's family.",
+            MetaKind::ModelGemms => {
+                "The GEMMs a model's engine step runs (op, n, k, quant, count per layer), for joins against gemm_latency."
+            }
+            MetaKind::SupportMatrix => {
+                "Upstream's support matrix: (model, system, backend, version, mode) combinations graded PASS or FAIL, \
+                 with the CLI command that was run."
+            }
+        }
+    }
+
     /// The column a filter can be pushed to (the document is skipped unread).
     fn key(self) -> Option<&'static str> {
         match self {

@@ -2,23 +2,25 @@
 //! one row per op of the step (for generation, per op and sampled decode
 //! step, plus each sample's total), then the step's total row.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::datasource::MemTable;
+use datafusion::logical_expr::Documentation;
 
 use aicsql_tables::DataTree;
 use aicsql_tables::step::{Lookup, OpRow, RowKind, StepError, StepModel, StepReport};
 
+use crate::DOC_SECTION_AICSQL;
 use crate::args::{constant, constant_int, constant_text};
 use crate::config::{AicOptions, OnMiss};
 use crate::database::resolve;
 use crate::errors::step_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
-use crate::step_args::{ARGS, ARITIES, ARITIES_TEXT, phase, shape};
+use crate::step_args::{ARGS, ARITIES, ARITIES_TEXT, phase, shape, with_step_arguments};
 
 pub const NAME: &str = "engine_step";
 
@@ -37,6 +39,43 @@ impl EngineStep {
     /// columns; NULL where they do not apply), and its latency.
     pub fn schema() -> SchemaRef {
         rows::schema(&columns())
+    }
+
+    pub fn documentation() -> &'static Documentation {
+        static DOC: OnceLock<Documentation> = OnceLock::new();
+        DOC.get_or_init(|| {
+            with_step_arguments(
+                Documentation::builder(
+                    DOC_SECTION_AICSQL,
+                    "One engine step op by op, as step_latency prices it: a row per op (for 'generation', per op \
+                     and sampled decode step, then each sample's gen_step_total), then the step_total row whose \
+                     latency_ms is TTFT or TPOT. Each op row names its kind, count and quant, the table it looked \
+                     up and the lookup's arguments as columns (m, n, k for GEMMs; attn_* for attention and MLA; \
+                     comm_gpus, message_size for collectives; moe_* for the experts; NULL where they do not apply), \
+                     lookup_args (the spec's call, as in the goldens), the interpolation path, and latency_ms per \
+                     application. A miss ends the list with a `miss` row naming the op and the lookup (an error \
+                     under SET aic.on_miss = 'error').",
+                    "engine_step(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])",
+                )
+                .with_sql_example(
+                    r#"```sql
+> SELECT op_index, op_name, count, round(latency_ms, 6) AS latency_ms
+  FROM engine_step('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 'context', 8, 1, 1024, 128)
+  WHERE row_kind = 'op' ORDER BY op_index LIMIT 5;
++----------+--------------------+-------+------------+
+| op_index | op_name            | count | latency_ms |
++----------+--------------------+-------+------------+
+| 0        | context_embedding  | 1.0   | 0.005731   |
+| 1        | context_add_norm_1 | 64.0  | 0.013923   |
+| 2        | context_qkv_gemm   | 64.0  | 0.029277   |
+| 3        | context_attention  | 64.0  | 0.062772   |
+| 4        | context_proj_gemm  | 64.0  | 0.022839   |
++----------+--------------------+-------+------------+
+```"#,
+                ),
+            )
+            .build()
+        })
     }
 }
 

@@ -237,12 +237,21 @@ impl ScalarUDFImpl for EstimateAgg {
                 "estimate_agg(model, db, parallel, batch, isl, osl [, prefix [, ctx_tokens [, moe_tp, moe_ep]]])",
             )
             .with_sql_example(
-                "```sql\n> SELECT e['ttft_ms'] AS ttft, e['tpot_ms'] AS tpot, e['tokens_per_s_per_gpu'] AS tps_gpu, e['memory_gib'] AS mem\n  \
-                 FROM (SELECT estimate_agg('meta-llama/Meta-Llama-3.1-8B', 'gb200/sglang/0.5.14', 8, 4, 1024, 128) AS e);\n\
-                 12.858923445384333 | 1.8261901835605354 | 256.98960146632794 | 6.623828125\n```",
+                r#"```sql
+> SELECT e['ttft_ms'] AS ttft, e['tpot_ms'] AS tpot, e['tokens_per_s_per_gpu'] AS tps_gpu, e['memory_gib'] AS mem
+  FROM (SELECT estimate_agg('meta-llama/Meta-Llama-3.1-8B', 'gb200/sglang/0.5.14', 8, 4, 1024, 128) AS e);
++--------------------+--------------------+--------------------+-------------+
+| ttft               | tpot               | tps_gpu            | mem         |
++--------------------+--------------------+--------------------+-------------+
+| 12.858923445384333 | 1.8261901835605354 | 256.98960146632794 | 6.623828125 |
++--------------------+--------------------+--------------------+-------------+
+```"#,
             )
             .with_argument("model", "Hugging Face id of a model in aic.meta.models, e.g. 'Qwen/Qwen3-32B-FP8'.")
-            .with_argument("db", "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).")
+            .with_argument(
+                "db",
+                "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).",
+            )
             .with_argument(
                 "parallel",
                 "An integer tp (pp = dp = 1; moe_tp / moe_ep apply), or the spec's label as search results print it, \
@@ -256,7 +265,10 @@ impl ScalarUDFImpl for EstimateAgg {
             .with_argument("osl", "Output sequence length, >= 1.")
             .with_argument("prefix", "Cached prefix tokens of each request, part of isl (NULL or absent: 0).")
             .with_argument("ctx_tokens", "Prefill tokens admitted per step (NULL or absent: isl, the spec's default).")
-            .with_argument("moe_tp", "MoE models: expert tensor parallelism (NULL: inferred from tp = moe_tp * moe_ep).")
+            .with_argument(
+                "moe_tp",
+                "MoE models: expert tensor parallelism (NULL: inferred from tp = moe_tp * moe_ep).",
+            )
             .with_argument("moe_ep", "MoE models: expert parallelism (NULL: inferred). Dense models ignore both.")
             .build()
         }))

@@ -271,9 +271,15 @@ impl ScalarUDFImpl for EstimateDisagg {
                  decode_batch, decode_workers, isl, osl [, prefix [, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep]])",
             )
             .with_sql_example(
-                "```sql\n> SELECT d['ttft_ms'] AS ttft, d['tpot_ms'] AS tpot, d['tokens_per_s_per_gpu'] AS tps_gpu, d['num_total_gpus'] AS gpus\n  \
-                 FROM (SELECT estimate_disagg('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 4, 4, 3, 2, 8, 2, 4000, 1000) AS d);\n\
-                 860.454 | 14.168 | 64.975 | 16\n```",
+                r#"```sql
+> SELECT d['ttft_ms'] AS ttft, d['tpot_ms'] AS tpot, d['tokens_per_s_per_gpu'] AS tps_gpu, d['num_total_gpus'] AS gpus
+  FROM (SELECT estimate_disagg('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 4, 4, 3, 2, 8, 2, 4000, 1000) AS d);
++---------+--------+---------+------+
+| ttft    | tpot   | tps_gpu | gpus |
++---------+--------+---------+------+
+| 860.454 | 14.168 | 64.975  | 16   |
++---------+--------+---------+------+
+```"#,
             )
             .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
             .with_argument("db", "Database 'system/backend/version' of both sides.")

@@ -116,9 +116,15 @@ impl ScalarUDFImpl for EstimateMemory {
                 "estimate_memory(model, db, parallel, batch, isl, osl [, prefix [, ctx_tokens [, moe_tp, moe_ep]]])",
             )
             .with_sql_example(
-                "```sql\n> SELECT m['total_gib'] AS total, m['fits'] AS fits\n  \
-                 FROM (SELECT estimate_memory('Qwen/Qwen3-32B', 'gb200/sglang/0.5.14', 1, 64, 8192, 512) AS m);\n\
-                 203.25092620849608 | false\n```",
+                r#"```sql
+> SELECT m['total_gib'] AS total, m['fits'] AS fits
+  FROM (SELECT estimate_memory('Qwen/Qwen3-32B', 'gb200/sglang/0.5.14', 1, 64, 8192, 512) AS m);
++--------------------+-------+
+| total              | fits  |
++--------------------+-------+
+| 203.25092620849608 | false |
++--------------------+-------+
+```"#,
             )
             .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
             .with_argument("db", "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).")

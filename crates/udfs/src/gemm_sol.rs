@@ -71,7 +71,14 @@ impl ScalarUDFImpl for GemmSolFn {
                 "gemm_sol(db, quant, m, n, k)",
             )
             .with_sql_example(
-                "```sql\n> SELECT gemm_sol('h200_sxm/vllm/0.19.0', 'fp8_block', 1024, 1280, 5120) AS sol_ms;\n```",
+                r#"```sql
+> SELECT gemm_sol('h200_sxm/vllm/0.19.0', 'fp8_block', 1024, 1280, 5120) AS sol_ms;
++----------------------+
+| sol_ms               |
++----------------------+
+| 0.006785527199191102 |
++----------------------+
+```"#,
             )
             .with_argument("db", "Database 'system/backend/version' (only its system's constants are used).")
             .with_argument(

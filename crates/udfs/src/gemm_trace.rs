@@ -2,7 +2,7 @@
 //! one row per step (own-site step, or every transfer candidate in rank
 //! order), then a `result` or `miss` row.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::{
     ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
@@ -11,10 +11,12 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::datasource::MemTable;
+use datafusion::logical_expr::Documentation;
 
 use aicsql_tables::error::ErrorClass;
 use aicsql_tables::{DataTree, GemmTable, TraceStep};
 
+use crate::DOC_SECTION_AICSQL;
 use crate::args::{constant, constant_int, constant_text};
 use crate::config::AicOptions;
 use crate::database::resolve;
@@ -59,6 +61,48 @@ impl GemmTrace {
             f("result_ms", DataType::Float64),
             f("reason", DataType::Utf8),
         ]))
+    }
+
+    pub fn documentation() -> &'static Documentation {
+        static DOC: OnceLock<Documentation> = OnceLock::new();
+        DOC.get_or_init(|| {
+            Documentation::builder(
+                DOC_SECTION_AICSQL,
+                "How gemm_latency reaches its value, one row per step: at a measured (n, k) site the site's own \
+                 interpolation in m; elsewhere every transfer candidate site in rank order (its distance, whether \
+                 it covers m, whether it was selected, its weight, latency, SOL and util), then a `result` row \
+                 (result_ms = gemm_latency) or a `miss` row naming why (NULL in gemm_latency). The value is \
+                 computed as gemm_latency computes it, so the rows explain exactly the number the scalar returns.",
+                "gemm_trace(db, quant, m, n, k)",
+            )
+            .with_sql_example(
+                r#"```sql
+> SELECT rank, site_n, site_k, selected, round(weight, 3) AS weight, round(site_latency_ms, 6) AS site_ms
+  FROM gemm_trace('h200_sxm/vllm/0.19.0', 'fp8_block', 1024, 1280, 5120) WHERE rank <= 5 ORDER BY rank;
++------+--------+--------+----------+--------+----------+
+| rank | site_n | site_k | selected | weight | site_ms  |
++------+--------+--------+----------+--------+----------+
+| 1    | 1536   | 5120   | true     | 14.454 | 0.032124 |
+| 2    | 1024   | 5120   | true     | 9.649  | 0.031701 |
+| 3    | 1536   | 6144   | true     | 7.227  | 0.036855 |
+| 4    | 1536   | 4096   | true     | 5.786  | 0.027508 |
+| 5    | 1024   | 6144   | false    |        |          |
++------+--------+--------+----------+--------+----------+
+```"#,
+            )
+            .with_argument(
+                "db",
+                "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).",
+            )
+            .with_argument(
+                "quant",
+                "GEMM quant mode: bfloat16, fp8, fp8_static, fp8_block, nvfp4, int8_wo, int4_wo, sq.",
+            )
+            .with_argument("m", "Rows (tokens), >= 0.")
+            .with_argument("n", "Output features, >= 1.")
+            .with_argument("k", "Input features, >= 1.")
+            .build()
+        })
     }
 }
 

@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use datafusion::catalog::TableFunctionImpl;
 use datafusion::execution::context::SessionContext;
-use datafusion::logical_expr::{DocSection, ScalarUDF};
+use datafusion::logical_expr::{DocSection, Documentation, ScalarUDF};
 
 use aicsql_tables::DataTree;
 
@@ -108,6 +108,19 @@ pub fn table_functions(tree: &Arc<DataTree>) -> Vec<(&'static str, Arc<dyn Table
         (search_agg::NAME, Arc::new(SearchAgg::new(Arc::clone(tree)))),
         (search_disagg::NAME, Arc::new(SearchDisagg::new(Arc::clone(tree)))),
         (search_default::NAME, Arc::new(SearchDefault::new(Arc::clone(tree)))),
+    ]
+}
+
+/// The table functions' documentation, by name. DataFusion 55 keeps no
+/// documentation for table functions (`SHOW FUNCTIONS` lists scalar ones
+/// only), so the reference and the shell's help read it here.
+pub fn table_function_docs() -> Vec<(&'static str, &'static Documentation)> {
+    vec![
+        (engine_step::NAME, EngineStep::documentation()),
+        (gemm_trace::NAME, GemmTrace::documentation()),
+        (search_agg::NAME, SearchAgg::documentation()),
+        (search_default::NAME, SearchDefault::documentation()),
+        (search_disagg::NAME, SearchDisagg::documentation()),
     ]
 }
 

@@ -52,12 +52,24 @@ impl SearchAgg {
                 signature(NAME),
             )
             .with_sql_example(
-                "```sql\n> SELECT parallel, bs, round(tokens_per_s_per_gpu_cluster, 1) AS tps_gpu, tpot_ms\n  \
-                 FROM search_agg('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm/0.19.0', 4, 256, 256, 128, 1500, 50)\n  \
-                 WHERE best_rank IS NOT NULL ORDER BY best_rank;\n```",
+                r#"```sql
+> SELECT parallel, bs, round(tokens_per_s_per_gpu_cluster, 1) AS tps_gpu, tpot_ms
+  FROM search_agg('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm/0.19.0', 4, 256, 256, 128, 1500, 50)
+  WHERE best_rank IS NOT NULL ORDER BY best_rank;
++------------------+-----+---------+---------+
+| parallel         | bs  | tps_gpu | tpot_ms |
++------------------+-----+---------+---------+
+| tp1pp1dp1etp1ep1 | 512 | 20046.4 | 25.143  |
+| tp2pp1dp1etp1ep1 | 512 | 16569.6 | 14.987  |
+| tp4pp1dp1etp1ep1 | 512 | 11934.2 | 10.363  |
++------------------+-----+---------+---------+
+```"#,
             )
             .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
-            .with_argument("db", "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).")
+            .with_argument(
+                "db",
+                "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).",
+            )
             .with_argument("total_gpus", "The GPU budget: layouts and deployments up to this many GPUs.")
             .with_argument("isl", "Input sequence length.")
             .with_argument("osl", "Output sequence length.")

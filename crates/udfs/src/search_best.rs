@@ -334,8 +334,15 @@ impl ScalarUDFImpl for SearchBest {
                 "search_best(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms [, mode])",
             )
             .with_sql_example(
-                "```sql\n> SELECT s['mode'], round(s['best_tokens_per_s_per_gpu_cluster'], 1), s['parallel']\n  \
-                 FROM (SELECT search_best('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm/0.19.0', 4, 256, 256, 128, 1500, 50) AS s);\n```",
+                r#"```sql
+> SELECT s['mode'] AS mode, round(s['best_tokens_per_s_per_gpu_cluster'], 1) AS tps_gpu_cluster, s['parallel'] AS parallel
+  FROM (SELECT search_best('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm/0.19.0', 4, 256, 256, 128, 1500, 50) AS s);
++------+-----------------+------------------+
+| mode | tps_gpu_cluster | parallel         |
++------+-----------------+------------------+
+| agg  | 20046.4         | tp1pp1dp1etp1ep1 |
++------+-----------------+------------------+
+```"#,
             )
             .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
             .with_argument("db", "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).")

@@ -49,12 +49,23 @@ impl SearchDefault {
                 signature(NAME),
             )
             .with_sql_example(
-                "```sql\n> SELECT mode, chosen, round(best_tokens_per_s_per_gpu_cluster, 1) AS tps_gpu, parallel,\n         \
-                 prefill_parallel, decode_parallel\n  \
-                 FROM search_default('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm/0.19.0', 4, 256, 256, 128, 1500, 50);\n```",
+                r#"```sql
+> SELECT mode, chosen, round(best_tokens_per_s_per_gpu_cluster, 1) AS tps_gpu, parallel,
+         prefill_parallel, decode_parallel
+  FROM search_default('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm/0.19.0', 4, 256, 256, 128, 1500, 50);
++--------+--------+---------+------------------+------------------+------------------+
+| mode   | chosen | tps_gpu | parallel         | prefill_parallel | decode_parallel  |
++--------+--------+---------+------------------+------------------+------------------+
+| agg    | true   | 20046.4 | tp1pp1dp1etp1ep1 |                  |                  |
+| disagg | false  | 10956.6 |                  | tp1pp1dp1etp1ep1 | tp1pp1dp1etp1ep1 |
++--------+--------+---------+------------------+------------------+------------------+
+```"#,
             )
             .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
-            .with_argument("db", "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).")
+            .with_argument(
+                "db",
+                "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).",
+            )
             .with_argument("total_gpus", "The GPU budget.")
             .with_argument("isl", "Input sequence length.")
             .with_argument("osl", "Output sequence length.")

@@ -52,13 +52,24 @@ impl SearchDisagg {
                 signature(NAME),
             )
             .with_sql_example(
-                "```sql\n> SELECT prefill_parallel, prefill_workers, decode_parallel, decode_bs, decode_workers,\n         \
-                 round(tokens_per_s_per_gpu_cluster, 1) AS tps_gpu\n  \
-                 FROM search_disagg('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm/0.19.0', 4, 256, 256, 128, 1500, 50)\n  \
-                 WHERE best_rank IS NOT NULL ORDER BY best_rank;\n```",
+                r#"```sql
+> SELECT prefill_parallel, prefill_workers, decode_parallel, decode_bs, decode_workers,
+         round(tokens_per_s_per_gpu_cluster, 1) AS tps_gpu
+  FROM search_disagg('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm/0.19.0', 4, 256, 256, 128, 1500, 50)
+  WHERE best_rank IS NOT NULL ORDER BY best_rank;
++------------------+-----------------+------------------+-----------+----------------+---------+
+| prefill_parallel | prefill_workers | decode_parallel  | decode_bs | decode_workers | tps_gpu |
++------------------+-----------------+------------------+-----------+----------------+---------+
+| tp1pp1dp1etp1ep1 | 1               | tp1pp1dp1etp1ep1 | 504       | 1              | 10956.6 |
+| tp1pp1dp1etp1ep1 | 2               | tp2pp1dp1etp1ep1 | 512       | 1              | 9321.4  |
++------------------+-----------------+------------------+-----------+----------------+---------+
+```"#,
             )
             .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
-            .with_argument("db", "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).")
+            .with_argument(
+                "db",
+                "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).",
+            )
             .with_argument("total_gpus", "The GPU budget of a deployment.")
             .with_argument("isl", "Input sequence length.")
             .with_argument("osl", "Output sequence length.")

@@ -5,6 +5,7 @@
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::DocumentationBuilder;
 use datafusion::logical_expr::{ColumnarValue, Signature, TypeSignature, Volatility};
 
 use aicsql_tables::step::{Phase, StepShape};
@@ -22,6 +23,38 @@ pub const ARITIES: [usize; 5] = [7, 9, 10, 11, 12];
 /// `ARITIES` as an error message says them.
 pub const ARITIES_TEXT: &str = "7, 9, 10, 11 or 12";
 const TEXTS: usize = 3;
+
+/// The step functions' twelve arguments, documented once for
+/// `step_latency`, `step_status` and `engine_step` (they take the same
+/// call, so a user reads the same words in each).
+pub fn with_step_arguments(builder: DocumentationBuilder) -> DocumentationBuilder {
+    builder
+        .with_argument("model", "Hugging Face id of a model in aic.meta.models, e.g. 'Qwen/Qwen3-32B-FP8'.")
+        .with_argument("db", "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).")
+        .with_argument("phase", "'context' (TTFT) or 'generation' (TPOT).")
+        .with_argument("tp", "Tensor-parallel degree; must divide the attention heads.")
+        .with_argument("batch", "Requests in the batch, >= 1.")
+        .with_argument("isl", "Input sequence length, >= 1.")
+        .with_argument("osl", "Output sequence length (generation steps + 1).")
+        .with_argument("moe_tp", "MoE models: expert tensor parallelism (NULL: inferred from tp = moe_tp * moe_ep).")
+        .with_argument("moe_ep", "MoE models: expert parallelism (NULL: inferred). Dense models ignore both.")
+        .with_argument(
+            "dp",
+            "Attention data parallelism (NULL or absent: 1): dp ranks of tp GPUs, each with batch requests of its \
+             own, sharing the experts (tp * dp * cp = moe_tp * moe_ep); MoE models only.",
+        )
+        .with_argument(
+            "pp",
+            "Pipeline stages (NULL or absent: 1): ops still count every layer; the step adds pp - 1 hand-offs \
+             between stages (the p2p op).",
+        )
+        .with_argument(
+            "cp",
+            "Context parallelism (NULL or absent: 1): SGLang's all-gather CP, every family, at tp = dp = 1; \
+             a context step's tokens are split over cp ranks (zigzag attention plus a KV all-gather), a generation \
+             step is not split.",
+        )
+}
 
 pub fn step_signature() -> Signature {
     let exact = |ints: usize| {

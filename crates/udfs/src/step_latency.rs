@@ -14,7 +14,7 @@ use aicsql_tables::step::{StepError, StepModel};
 
 use crate::config::{AicOptions, OnMiss};
 use crate::errors::step_error;
-use crate::step_args::{StepCalls, coerce_step, step_signature};
+use crate::step_args::{StepCalls, coerce_step, step_signature, with_step_arguments};
 use crate::step_models::ModelPool;
 use crate::{DOC_SECTION_AICSQL, SharedTree};
 
@@ -79,43 +79,26 @@ impl ScalarUDFImpl for StepLatency {
     fn documentation(&self) -> Option<&Documentation> {
         static DOC: OnceLock<Documentation> = OnceLock::new();
         Some(DOC.get_or_init(|| {
-            Documentation::builder(
-                DOC_SECTION_AICSQL,
-                "Latency in milliseconds of one engine step of a model on a database, as aiconfigurator \
-                 v0.11.0's static engine step computes it: 'context' gives TTFT (the prefill of batch x isl \
-                 tokens), 'generation' gives TPOT (the decode steps after it, sampled every 32 steps, \
-                 averaged over osl - 1). A data miss in any op makes the step a miss: NULL, or an error \
-                 naming the op and lookup under SET aic.on_miss = 'error'. engine_step shows every op.",
-                "step_latency(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])",
-            )
-            .with_sql_example(
-                "```sql\n> SELECT step_latency('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 'context', 8, 1, 1024, 128);\n\
-                 24.74004986586315\n```",
-            )
-            .with_argument("model", "Hugging Face id of a model in aic.meta.models, e.g. 'Qwen/Qwen3-32B-FP8'.")
-            .with_argument("db", "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).")
-            .with_argument("phase", "'context' (TTFT) or 'generation' (TPOT).")
-            .with_argument("tp", "Tensor-parallel degree; must divide the attention heads.")
-            .with_argument("batch", "Requests in the batch, >= 1.")
-            .with_argument("isl", "Input sequence length, >= 1.")
-            .with_argument("osl", "Output sequence length (generation steps + 1).")
-            .with_argument("moe_tp", "MoE models: expert tensor parallelism (NULL: inferred from tp = moe_tp * moe_ep).")
-            .with_argument("moe_ep", "MoE models: expert parallelism (NULL: inferred). Dense models ignore both.")
-            .with_argument(
-                "dp",
-                "Attention data parallelism (NULL or absent: 1): dp ranks of tp GPUs, each with batch requests of its \
-                 own, sharing the experts (tp * dp * cp = moe_tp * moe_ep); MoE models only.",
-            )
-            .with_argument(
-                "pp",
-                "Pipeline stages (NULL or absent: 1): ops still count every layer; the step adds pp - 1 hand-offs \
-                 between stages (the p2p op).",
-            )
-            .with_argument(
-                "cp",
-                "Context parallelism (NULL or absent: 1): SGLang's all-gather CP, every family, at tp = dp = 1; \
-                 a context step's tokens are split over cp ranks (zigzag attention plus a KV all-gather), a generation \
-                 step is not split.",
+            with_step_arguments(
+                Documentation::builder(
+                    DOC_SECTION_AICSQL,
+                    "Latency in milliseconds of one engine step of a model on a database, as aiconfigurator \
+                     v0.11.0's static engine step computes it: 'context' gives TTFT (the prefill of batch x isl \
+                     tokens), 'generation' gives TPOT (the decode steps after it, sampled every 32 steps, \
+                     averaged over osl - 1). A data miss in any op makes the step a miss: NULL, or an error \
+                     naming the op and lookup under SET aic.on_miss = 'error'. engine_step shows every op.",
+                    "step_latency(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])",
+                )
+                .with_sql_example(
+                    r#"```sql
+> SELECT step_latency('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 'context', 8, 1, 1024, 128) AS ttft_ms;
++-------------------+
+| ttft_ms           |
++-------------------+
+| 24.74004986586315 |
++-------------------+
+```"#,
+                ),
             )
             .build()
         }))

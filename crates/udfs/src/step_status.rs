@@ -16,7 +16,7 @@ use aicsql_tables::step::{StepError, StepModel};
 
 use crate::config::AicOptions;
 use crate::errors::step_error;
-use crate::step_args::{StepCalls, coerce_step, step_signature};
+use crate::step_args::{StepCalls, coerce_step, step_signature, with_step_arguments};
 use crate::step_models::{ModelPool, NoModel};
 use crate::{DOC_SECTION_AICSQL, SharedTree};
 
@@ -93,32 +93,28 @@ impl ScalarUDFImpl for StepStatus {
     fn documentation(&self) -> Option<&Documentation> {
         static DOC: OnceLock<Documentation> = OnceLock::new();
         Some(DOC.get_or_init(|| {
-            Documentation::builder(
-                DOC_SECTION_AICSQL,
-                "Whether step_latency prices this step, and why not when it does not: 'priced'; \
-                 'miss: ...' naming the op and the lookup that found no data (what step_latency \
-                 returns as NULL); or 'refused: ...' with the reason (an unknown model or database, \
-                 an architecture or quantization the spec does not price, parallel degrees that do \
-                 not fit the model). Unreadable or corrupt data is an error here too, never a status. \
-                 Same arguments as step_latency; aic.on_miss does not apply.",
-                "step_status(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])",
+            with_step_arguments(
+                Documentation::builder(
+                    DOC_SECTION_AICSQL,
+                    "Whether step_latency prices this step, and why not when it does not: 'priced'; \
+                     'miss: ...' naming the op and the lookup that found no data (what step_latency \
+                     returns as NULL); or 'refused: ...' with the reason (an unknown model or database, \
+                     an architecture or quantization the spec does not price, parallel degrees that do \
+                     not fit the model). Unreadable or corrupt data is an error here too, never a status. \
+                     Same arguments as step_latency; aic.on_miss does not apply.",
+                    "step_status(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])",
+                )
+                .with_sql_example(
+                    r#"```sql
+> SELECT step_status('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 'context', 8, 1, 1024, 128) AS status;
++--------+
+| status |
++--------+
+| priced |
++--------+
+```"#,
+                ),
             )
-            .with_sql_example(
-                "```sql\n> SELECT step_status('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', 'context', 8, 1, 1024, 128);\n\
-                 priced\n```",
-            )
-            .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
-            .with_argument("db", "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).")
-            .with_argument("phase", "'context' or 'generation'.")
-            .with_argument("tp", "Tensor-parallel degree.")
-            .with_argument("batch", "Requests in the batch, >= 1.")
-            .with_argument("isl", "Input sequence length, >= 1.")
-            .with_argument("osl", "Output sequence length.")
-            .with_argument("moe_tp", "MoE models: expert tensor parallelism (NULL: inferred).")
-            .with_argument("moe_ep", "MoE models: expert parallelism (NULL: inferred).")
-            .with_argument("dp", "Attention data parallelism (NULL or absent: 1; MoE models only).")
-            .with_argument("pp", "Pipeline stages (NULL or absent: 1).")
-            .with_argument("cp", "Context parallelism (NULL or absent: 1; sglang, tp = dp = 1).")
             .build()
         }))
     }
