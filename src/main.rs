@@ -61,6 +61,23 @@ enum Command {
         #[command(subcommand)]
         action: DataAction,
     },
+    /// Draw a query's rows: a search's Pareto frontier, a GEMM curve or an
+    /// engine step per op (columns in docs/plots.md; queries/plot/ has one
+    /// query of each)
+    Plot {
+        /// pareto, gemm or step
+        #[arg(value_enum)]
+        kind: PlotKind,
+        /// The query whose rows are drawn
+        #[arg(long, value_name = "QUERY", required_unless_present = "query_file")]
+        sql: Option<String>,
+        /// A file holding the query
+        #[arg(long = "file", value_name = "FILE", conflicts_with = "sql")]
+        query_file: Option<PathBuf>,
+        /// Write SVG or PNG (by extension) instead of drawing in the terminal
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Print the function reference (every function, setting and catalog
     /// table, as docs/functions.md holds it)
     Docs {
@@ -68,6 +85,23 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum PlotKind {
+    Pareto,
+    Gemm,
+    Step,
+}
+
+impl PlotKind {
+    fn kind(self) -> aicsql_plot::Kind {
+        match self {
+            PlotKind::Pareto => aicsql_plot::Kind::Pareto,
+            PlotKind::Gemm => aicsql_plot::Kind::Gemm,
+            PlotKind::Step => aicsql_plot::Kind::Step,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -134,6 +168,38 @@ fn log_to_stderr(quiet: bool) -> impl FnMut(&str) {
     }
 }
 
+/// Runs the query and draws its rows: into `out`, or on the terminal.
+async fn plot(
+    ctx: &datafusion::prelude::SessionContext,
+    kind: aicsql_plot::Kind,
+    sql: &str,
+    out: Option<&std::path::Path>,
+) -> Result<()> {
+    let batches = ctx.sql(sql).await?.collect().await?;
+    let plot_err = |e: aicsql_plot::PlotError| DataFusionError::Execution(format!("plot {}: {e}", kind.name()));
+    let figure = aicsql_plot::Figure::from_batches(kind, &batches).map_err(plot_err)?;
+    let series: Vec<String> = figure.summary().iter().map(|(name, n)| format!("{name}: {n}")).collect();
+    match out {
+        Some(path) => {
+            aicsql_plot::write(&figure, path).map_err(plot_err)?;
+            eprintln!("aicsql: wrote {} ({})", path.display(), series.join(", "));
+        }
+        None => {
+            // The terminal's size where the shell says it, else 100 x 32.
+            let size = |name: &str, default: u32| {
+                std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(default)
+            };
+            let color = std::io::IsTerminal::is_terminal(&std::io::stdout());
+            let text =
+                aicsql_plot::to_terminal(&figure, size("COLUMNS", 100), size("LINES", 32).saturating_sub(2), color)
+                    .map_err(plot_err)?;
+            print!("{text}");
+            println!("{}", series.join(", "));
+        }
+    }
+    Ok(())
+}
+
 /// The directories to mount: `--data` as given, else the cache (fetched if incomplete).
 fn data_dirs(args: &Args) -> Result<Vec<PathBuf>> {
     if !args.data.is_empty() {
@@ -163,6 +229,16 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
         return Ok(());
     }
 
+    if let Some(Command::Plot { kind, sql, query_file, out }) = &args.command {
+        let sql = match (sql, query_file) {
+            (Some(sql), _) => sql.clone(),
+            (None, Some(path)) => std::fs::read_to_string(path)
+                .map_err(|e| DataFusionError::Execution(format!("cannot read {}: {e}", path.display())))?,
+            (None, None) => return Err(DataFusionError::Plan("plot: give the query with --sql or --file".into())),
+        };
+        let ctx = SessionBuilder::open(&data_dirs(&args)?)?.build();
+        return plot(&ctx, kind.kind(), &sql, out.as_deref()).await;
+    }
     if let Some(Command::Docs { out }) = &args.command {
         let ctx = SessionBuilder::open(&data_dirs(&args)?)?.build();
         let text = aicsql::reference::function_reference(&ctx).await?;

@@ -45,8 +45,12 @@ def __getattr__(name: str):
         from aicsql import _session
 
         return getattr(_session, name)
+    if name == "plot":  # aicsql.plot.pareto(...) after `import aicsql`; matplotlib loads on the first drawing
+        import importlib
+
+        return importlib.import_module("aicsql.plot")
     raise AttributeError(f"module 'aicsql' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_SESSION))
+    return sorted(set(globals()) | set(_SESSION) | {"plot"})
