@@ -21,6 +21,19 @@ collects one report::
 or from the command line: ``python -m aicsql.parity --scan gemm-models
 --out report.parquet`` (exit status 1 on any DRIFT or REGRESSION).
 
+The deployment search has the pair too (``search_agg`` / ``search_disagg``
+and ``py_search_agg`` / ``py_search_disagg``): ``--scan support-matrix``
+runs both on every covered PASS entry of the support matrix at the entry's
+own arguments and grades each entry as upstream grades its port
+(:mod:`.matrix`; BIT_IDENTICAL on top of upstream's STRICT_PASS,
+ENVELOPE_PASS, DRIFT, REGRESSION, ERROR), resumably; ``bisect_search``
+walks an entry whose frames differ down to the row, the estimate, the
+step, the op and the GEMM lookup::
+
+    report = aicsql.parity.matrix.run(ctx, subset="ci")
+    print(aicsql.parity.format_summary(report))
+    print(aicsql.parity.bisect_search(ctx, "meta-llama/Meta-Llama-3.1-8B|h200_sxm|vllm|0.19.0|agg"))
+
 Statuses per query: STRICT_PASS (both answered, same bits), DRIFT (both
 answered, different bits; ``rel_diff`` says by how much), REGRESSION (only
 the Python path answered), EXTRA (only the Rust path answered), MISS_BOTH
@@ -31,9 +44,11 @@ that differs is DRIFT, and the report names the worst ``field``.
 
 from __future__ import annotations
 
+from . import matrix
 from .report import exit_status, format_summary, status_counts, summary, worst_drifts, write
 from .runner import STATUSES, bisect, bisect_step, evaluate, run
 from .scans import SCANS
+from .search_bisect import SearchBisection, bisect_search
 
 __all__ = [
     "SCANS",
@@ -42,6 +57,9 @@ __all__ = [
     "evaluate",
     "bisect",
     "bisect_step",
+    "bisect_search",
+    "SearchBisection",
+    "matrix",
     "summary",
     "format_summary",
     "status_counts",

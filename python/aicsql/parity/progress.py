@@ -108,9 +108,11 @@ class Progress:
             rate = self.done / elapsed if elapsed > 0 else 0.0
             eta = (self.total - self.done) / rate if rate > 0 else 0.0
             tail = f"eta {_duration(eta)}" if self.done < self.total else "done"
+            # Slow units (a deployment search takes seconds) read better as seconds each.
+            speed = f"{rate:,.0f}/s" if rate >= 1 or rate == 0 else f"{1 / rate:,.1f} s each"
             return (
                 f"{self.label} [{bar}] {100 * fraction:5.1f}% {self.done:,}/{self.total:,} "
-                f"{_duration(elapsed)} {rate:,.0f}/s {tail}"
+                f"{_duration(elapsed)} {speed} {tail}"
             )
         return f"{self.label} {self.done:,} {_duration(elapsed)}"
 

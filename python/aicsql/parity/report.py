@@ -1,5 +1,9 @@
 """Reading a parity report: counts, speeds, the worst drifts, the verdict.
 
+A support-matrix report (``--scan support-matrix``: it has an
+``upstream_status`` column) has statuses and a bar of its own; the public
+functions here hand it to :mod:`.matrix_report`.
+
 The verdict (:func:`exit_status`) fails a scan on any DRIFT (both paths
 answered, the bits differ) or REGRESSION (the Rust path misses where the
 spec answers): those put a wrong or a missing number in front of a user.
@@ -21,8 +25,16 @@ __all__ = ["status_counts", "summary", "format_summary", "exit_status", "worst_d
 FAILING = ("DRIFT", "REGRESSION")
 
 
+def _is_matrix(report: pa.Table) -> bool:
+    return "upstream_status" in report.column_names
+
+
 def status_counts(report: pa.Table) -> Dict[str, int]:
     """Rows per status, every status present (0 when absent), in STATUSES order."""
+    if _is_matrix(report):
+        from . import matrix_report
+
+        return matrix_report.status_counts(report)
     counts = {s: 0 for s in STATUSES}
     for row in pc.value_counts(report.column("status")).to_pylist():
         counts[row["values"]] = row["counts"]
@@ -30,7 +42,12 @@ def status_counts(report: pa.Table) -> Dict[str, int]:
 
 
 def exit_status(report: pa.Table) -> int:
-    """1 if the report has any DRIFT or REGRESSION row, else 0."""
+    """1 if the report has any DRIFT or REGRESSION row, else 0 (a
+    support-matrix report: 1 unless every entry is BIT_IDENTICAL)."""
+    if _is_matrix(report):
+        from . import matrix_report
+
+        return matrix_report.exit_status(report)
     counts = status_counts(report)
     return 1 if any(counts[s] for s in FAILING) else 0
 
@@ -55,6 +72,10 @@ def summary(report: pa.Table) -> Dict[str, object]:
     """The numbers of a report as a dict: queries, counts per status, seconds
     and queries/s of each path (each path's column timed on its own),
     build and wall seconds, golden matches when the report has them."""
+    if _is_matrix(report):
+        from . import matrix_report
+
+        return matrix_report.summary(report)
     meta = _meta(report)
     rows = report.num_rows
     out: Dict[str, object] = {
@@ -97,6 +118,10 @@ def _table(headers: Sequence[str], rows: List[Sequence]) -> str:
 def format_summary(report: pa.Table, worst: int = 10) -> str:
     """The summary a person reads after a scan: status counts, each path's
     speed, the worst drifts, the verdict."""
+    if _is_matrix(report):
+        from . import matrix_report
+
+        return matrix_report.format_summary(report, worst)
     s = summary(report)
     lines = [
         f"parity scan {s['scan']}: {s['queries']:,} queries, aic.shared_layer = {s['shared_layer']}, "

@@ -81,7 +81,9 @@ class _Settings:
 
 def _register(ctx, name: str, table: pa.Table) -> None:
     ctx.deregister_table(name)
-    ctx.register_record_batches(name, [table.to_batches(max_chunksize=_BATCH)])
+    # A table without rows still registers its columns (DataFusion needs one batch for the schema).
+    batches = table.to_batches(max_chunksize=_BATCH) or [pa.RecordBatch.from_pylist([], schema=table.schema)]
+    ctx.register_record_batches(name, [batches])
 
 
 def _plain_strings(table: pa.Table) -> pa.Table:
@@ -262,8 +264,10 @@ def run(
     by field: the report says which ``field`` drifts worst, with
     ``rust_value, py_value, rel_diff`` and each side's reason) or
     'serving-dp' (the same at attention dp > 1, MOE models) or
-    'serving-pp-cp' (the same at pp 2 / 4 and, on sglang, cp 2 / 4); see
-    :mod:`.scans`. Or pass your own ``queries`` table (``db, quant, m, n, k``,
+    'serving-pp-cp' (the same at pp 2 / 4 and, on sglang, cp 2 / 4) or
+    'support-matrix' (the deployment searches of the support matrix's
+    entries: `aicsql.parity.matrix.run`, which has the options of that
+    scan); see :mod:`.scans`. Or pass your own ``queries`` table (``db, quant, m, n, k``,
     ...), then ``scan`` only labels the report.
     ``shared_layer``: the ``aic.shared_layer`` mode(s) to run in. Default:
     both for the goldens (they carry the spec's value for each), the
@@ -285,6 +289,12 @@ def run(
     wall0 = time.perf_counter()
     if queries is None and scan not in scans.SCANS:
         raise ValueError(f"unknown scan {scan!r}; valid: {', '.join(scans.SCANS)}")
+    if scan == "support-matrix" and queries is None:
+        from . import matrix  # the search scan has its own runner (entries, resumable report)
+
+        if shared_layer is not None:
+            raise ValueError("the support-matrix scan runs under the session's aic.shared_layer; SET it instead")
+        return matrix.run(ctx, limit=limit, rust=rust, python=python, progress=progress)
     if scan in ("serving", "serving-dp", "serving-pp-cp") and queries is None:
         # (kind, rust, python) per part: aggregated points, then disaggregated ones.
         serving = _serving_kinds("tp" if scan == "serving" else "parallel")
@@ -423,16 +433,24 @@ def bisect_step(
     moe_ep: Optional[int] = None,
     rust: str = "engine_step",
     python: str = "py_engine_step",
+    *,
+    dp: Optional[int] = None,
+    pp: Optional[int] = None,
+    cp: Optional[int] = None,
 ) -> pa.Table:
     """The first row (op, in step order) where the two paths' breakdowns of
     one engine step differ, both sides side by side, with a ``diagnosis``
     (``queries/parity/step_bisect.sql``). No row: the steps are identical.
-    ``rust``, ``python``: the table functions compared. Runs under the
-    session's current settings."""
+    ``rust``, ``python``: the table functions compared. ``dp``, ``pp``,
+    ``cp``: attention data, pipeline and context parallelism (None: 1), as
+    ``engine_step`` takes them. Runs under the session's current settings."""
     (sql,) = sqlfiles.statements(sqlfiles.load("step_bisect.sql"))
-    if moe_tp is None and moe_ep is None:
-        sql = sql.replace(", $moe_tp, $moe_ep)", ")")  # the 7-argument form: a MoE model infers nothing
+    if all(v is None for v in (dp, pp, cp)):
+        sql = sql.replace(", $dp, $pp, $cp)", ")")  # the 9-argument form
+        if moe_tp is None and moe_ep is None:
+            sql = sql.replace(", $moe_tp, $moe_ep)", ")")  # the 7-argument form: a MoE model infers nothing
     sql = sqlfiles.rename_functions(sql, {"engine_step": rust, "py_engine_step": python})
     params = {"model": str(model), "db": str(db), "phase": str(phase), "tp": int(tp), "batch": int(batch),
-              "isl": int(isl), "osl": int(osl), "moe_tp": moe_tp, "moe_ep": moe_ep}  # fmt: skip
+              "isl": int(isl), "osl": int(osl), "moe_tp": moe_tp, "moe_ep": moe_ep,
+              "dp": dp, "pp": pp, "cp": cp}  # fmt: skip
     return _plain_strings(ctx.sql(sqlfiles.substitute(sql, params)).to_arrow_table())

@@ -41,6 +41,10 @@ with at least ``db, quant, m, n, k`` (plus columns that explain the row).
     every LLAMA and MOE model x the same databases, workloads and batches
     (``queries/parity/serving_pp_cp_grid.sql``), priced at the spec's label
     (``tp2pp4dp1etp1ep2``, ``tp1pp1dp1etp1ep4cp4``); compared like ``serving``.
+``support-matrix``
+    the deployment searches of every covered PASS entry of the support
+    matrix (``queries/parity/support_matrix_entries.sql``), graded per
+    entry; run by :mod:`.matrix`, not by the query-table runner.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ __all__ = [
     "db_quants",
 ]
 
-SCANS = ("gemm-models", "goldens", "random", "steps", "serving", "serving-dp", "serving-pp-cp")
+SCANS = ("gemm-models", "goldens", "random", "steps", "serving", "serving-dp", "serving-pp-cp", "support-matrix")
 
 # Ranges of the random scan (inclusive).
 RANDOM_M = (0, 1 << 22)

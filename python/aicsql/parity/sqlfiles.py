@@ -16,12 +16,13 @@ Where the files are looked for, first hit wins:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
 from typing import Dict, List, Mapping, Union
 
-__all__ = ["sql_dir", "load", "statements", "substitute", "rename_functions", "check_identifier"]
+__all__ = ["sql_dir", "load", "statements", "literal", "substitute", "rename_functions", "check_identifier"]
 
 _HERE = Path(__file__).resolve().parent
 _CANDIDATES = (_HERE / "sql", _HERE.parents[2] / "queries" / "parity")
@@ -79,28 +80,34 @@ def statements(text: str) -> List[str]:
     return out
 
 
-def _literal(value: Union[str, int, None]) -> str:
+def literal(value: Union[str, int, float, None]) -> str:
+    """``value`` as a SQL literal: strings quoted, integers as digits, floats
+    as their shortest exact text, None as NULL."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
         raise TypeError("booleans are not parity parameters")
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} is not a finite SQL number")
+        return repr(value)  # the shortest text that reads back as the same double
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
     raise TypeError(f"cannot put {value!r} into SQL as a literal")
 
 
-def substitute(text: str, params: Mapping[str, Union[str, int, None]]) -> str:
-    """Replaces every ``$name`` by ``params[name]`` as a SQL literal (strings
-    quoted, integers as digits, None as NULL). A placeholder without a value is an error,
-    so a typo cannot leave a ``$`` for DataFusion to misread."""
+def substitute(text: str, params: Mapping[str, Union[str, int, float, None]]) -> str:
+    """Replaces every ``$name`` by ``params[name]`` as a SQL `literal`. A
+    placeholder without a value is an error, so a typo cannot leave a ``$``
+    for DataFusion to misread."""
 
     def repl(match: "re.Match[str]") -> str:
         name = match.group(1)
         if name not in params:
             raise KeyError(f"no value for SQL placeholder ${name}")
-        return _literal(params[name])
+        return literal(params[name])
 
     return re.sub(r"\$([A-Za-z_][A-Za-z0-9_]*)", repl, text)
 

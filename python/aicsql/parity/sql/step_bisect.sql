@@ -12,8 +12,10 @@
 -- the steps are identical.
 --
 -- Parameters: $model, $db, $phase (string literals), $tp, $batch, $isl, $osl
--- (integers), $moe_tp, $moe_ep (integers or NULL). From Python:
--- `aicsql.parity.bisect_step(ctx, model, db, phase, tp, batch, isl, osl)`.
+-- (integers), $moe_tp, $moe_ep, $dp, $pp, $cp (integers or NULL: inferred
+-- or 1). From Python: `aicsql.parity.bisect_step(ctx, model, db, phase, tp,
+-- batch, isl, osl[, moe_tp, moe_ep][, dp=, pp=, cp=])`, which drops the
+-- trailing NULL arguments it is not given.
 --
 -- Diagnoses, checked in this order (the first that applies wins):
 --   'only the Rust step has this row' / 'only the Python step has this row'
@@ -22,10 +24,10 @@
 --   'different latency' / 'different total' / 'different weighted total' /
 --   'different sample step' / 'different miss'
 WITH rust AS (
-  SELECT * FROM engine_step($model, $db, $phase, $tp, $batch, $isl, $osl, $moe_tp, $moe_ep)
+  SELECT * FROM engine_step($model, $db, $phase, $tp, $batch, $isl, $osl, $moe_tp, $moe_ep, $dp, $pp, $cp)
 ),
 py AS (
-  SELECT * FROM py_engine_step($model, $db, $phase, $tp, $batch, $isl, $osl, $moe_tp, $moe_ep)
+  SELECT * FROM py_engine_step($model, $db, $phase, $tp, $batch, $isl, $osl, $moe_tp, $moe_ep, $dp, $pp, $cp)
 ),
 paired AS (
   SELECT coalesce(r.row_kind, p.row_kind)             AS row_kind,
