@@ -59,6 +59,33 @@ fn ctx_budgets(isl: u32) -> Vec<u32> {
     out.into_iter().filter_map(|c| u32::try_from(c).ok()).collect()
 }
 
+/// The walk's balance-equivalent skip (sweep:306-312, docs/spec/search.md 2.2
+/// step 3). The spec's `capped_b` is made once per (layout, TPOT) call, before
+/// the batch loop (sweep:294, sweep:298), so it spans every batch size of the
+/// walk (which does not depend on the TPOT value): one `BalanceSkip` per
+/// layout, not per batch size.
+#[derive(Debug, Default)]
+struct BalanceSkip {
+    capped: Vec<f64>,
+}
+
+impl BalanceSkip {
+    /// Whether the point (b, c) is skipped: its `balance_score` is above 1 and
+    /// its `b // balance_score` (above 1) was already recorded; otherwise the
+    /// value is recorded (also when it is 1 or less) and the point is priced.
+    fn skip(&mut self, isl: f64, osl: f64, b: f64, c: f64) -> bool {
+        let balance = isl * b / c / osl;
+        if balance > 1.0 {
+            let g = py_floordiv(b, balance);
+            if g > 1.0 && self.capped.contains(&g) {
+                return true;
+            }
+            self.capped.push(g);
+        }
+        false
+    }
+}
+
 /// A priced point of a layout's walk.
 struct Point {
     /// Unrounded, for the limits.
@@ -181,23 +208,19 @@ impl Server<'_> {
         let (isl, osl) = (f64::from(q.isl), f64::from(q.osl));
         let mut points = Vec::new();
         let mut priced = false;
+        // Balance-equivalent points already priced at this layout, across
+        // batch sizes (not reset per batch).
+        let mut balance = BalanceSkip::default();
         for &b in batches {
             let bf = f64::from(b);
-            // Balance-equivalent points already priced at this layout.
-            let mut capped: Vec<f64> = Vec::new();
             for &c in budgets {
                 let cf = f64::from(c);
                 let requests = (cf / isl).ceil();
                 if bf - requests < 0.0 || (b > 1 && bf - requests < 1.0) {
                     break;
                 }
-                let balance = isl * bf / cf / osl;
-                if balance > 1.0 {
-                    let g = py_floordiv(bf, balance);
-                    if g > 1.0 && capped.contains(&g) {
-                        continue;
-                    }
-                    capped.push(g);
+                if balance.skip(isl, osl, bf, cf) {
+                    continue;
                 }
                 let query = AggQuery {
                     parallel: *parallel,
@@ -234,5 +257,32 @@ mod tests {
         assert_eq!(small.len(), 17);
         assert_eq!((small[0], small[1], small[16]), (256, 512, 8192));
         assert_eq!(ctx_budgets(4000), [4000, 8000]);
+    }
+
+    /// docs/spec/search.md 2.2: for isl = osl = 256 (no OOM) a layout's walk
+    /// prices 525 points; at c = 256, of the batches above 256 only 288
+    /// (g = 256.0 for every b in 288..512, recorded by b = 288). A list reset
+    /// per batch size prices 532 (320..512 at c = 256 as well).
+    #[test]
+    fn balance_skip_spans_the_walk() {
+        let (isl, osl) = (256.0, 256.0);
+        let mut skip = BalanceSkip::default();
+        let mut priced = Vec::new();
+        for b in batch_sizes() {
+            let bf = f64::from(b);
+            for c in ctx_budgets(256) {
+                let cf = f64::from(c);
+                let requests = (cf / isl).ceil();
+                if bf - requests < 0.0 || (b > 1 && bf - requests < 1.0) {
+                    break;
+                }
+                if !skip.skip(isl, osl, bf, cf) {
+                    priced.push((b, c));
+                }
+            }
+        }
+        assert_eq!(priced.len(), 525);
+        let above: Vec<u32> = priced.iter().filter(|&&(b, c)| c == 256 && b > 256).map(|&(b, _)| b).collect();
+        assert_eq!(above, [288]);
     }
 }
