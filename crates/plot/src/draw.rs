@@ -95,6 +95,29 @@ where
     root.present().map_err(err)
 }
 
+/// The series' legend inside the chart (pictures only; a terminal prints
+/// it below, see [`legend`]).
+fn legend_box<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    look: &Look,
+    position: SeriesLabelPosition,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    if !look.legend_inside {
+        return Ok(());
+    }
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", look.font))
+        .draw()
+        .map_err(err)
+}
+
 fn pareto<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     look: &Look,
@@ -153,17 +176,7 @@ where
                 + Text::new(l.text.clone(), (6, -6), font)
         }))
         .map_err(err)?;
-    if !look.legend_inside {
-        return Ok(());
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(font)
-        .draw()
-        .map_err(err)
+    legend_box(&mut chart, look, SeriesLabelPosition::UpperRight)
 }
 
 fn gemm<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, look: &Look, series: &[Series]) -> Result<(), PlotError>
@@ -211,17 +224,7 @@ where
                 .legend(move |p| Circle::new(p, size, c.filled()));
         }
     }
-    if !look.legend_inside {
-        return Ok(());
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(font)
-        .draw()
-        .map_err(err)
+    legend_box(&mut chart, look, SeriesLabelPosition::UpperLeft)
 }
 
 fn step<DB: DrawingBackend>(
@@ -281,15 +284,5 @@ where
             .label((*op).to_string())
             .legend(move |(x, y)| Rectangle::new([(x - 5, y - 4), (x + 5, y + 4)], c.filled()));
     }
-    if !look.legend_inside {
-        return Ok(());
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(font)
-        .draw()
-        .map_err(err)
+    legend_box(&mut chart, look, SeriesLabelPosition::UpperRight)
 }
