@@ -29,7 +29,7 @@ from aicsql.spec.serving import estimate_agg, estimate_disagg
 from _support import have_data, require
 
 # The golden comparison of the other serving goldens.
-from test_spec_serving import AGG_KEYS, AGG_SKIP, DISAGG_KEYS, DISAGG_SKIP, _compare, _report
+from test_spec_serving import AGG_KEYS, AGG_SKIP, DISAGG_KEYS, DISAGG_SKIP, _check_oom, _compare, _report
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO / "tests" / "goldens") / "serving_family_cp_goldens.parquet"
@@ -85,13 +85,7 @@ def test_family_cp_goldens():
             refused.append(point["point_id"])
             continue
         if error is not None:
-            kind, message = error.split(": ", 1)
-            assert kind == "RuntimeError" and message.startswith("OOM: "), (point["point_id"], error)
-            got = fn(**call)
-            assert got["reason"] == message, (point["point_id"], got["reason"])
-            assert all(v is None for k, v in got.items() if k != "reason"), point["point_id"]
-            with pytest.raises(ValueError, match="^OOM: "):
-                fn(**call, on_miss="error")
+            _check_oom(point, fn, call)
             ooms.append(point["point_id"])
             continue
         got = fn(**call, on_miss="error")

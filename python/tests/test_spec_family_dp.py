@@ -37,7 +37,7 @@ from aicsql.spec.step.engine import step_context
 from _support import have_data, require
 
 # The golden comparison and the label builder of the other serving goldens.
-from test_spec_serving import AGG_KEYS, AGG_SKIP, DISAGG_KEYS, DISAGG_SKIP, _compare, _pp_call, _report
+from test_spec_serving import AGG_KEYS, AGG_SKIP, DISAGG_KEYS, DISAGG_SKIP, _check_oom, _compare, _pp_call, _report
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO / "tests" / "goldens") / "serving_family_dp_goldens.parquet"
@@ -71,13 +71,7 @@ def test_family_dp_goldens():
             asserted.append(point["point_id"])
             continue
         if error is not None:
-            kind, message = error.split(": ", 1)
-            assert kind == "RuntimeError" and message.startswith("OOM: "), (point["point_id"], error)
-            got = fn(**call)
-            assert got["reason"] == message, (point["point_id"], got["reason"])
-            assert all(v is None for k, v in got.items() if k != "reason"), point["point_id"]
-            with pytest.raises(ValueError, match="^OOM: "):
-                fn(**call, on_miss="error")
+            _check_oom(point, fn, call)
             ooms.append(point["point_id"])
             continue
         got = fn(**call, on_miss="error")

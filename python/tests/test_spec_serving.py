@@ -130,6 +130,19 @@ def _compare(point, got, keys, skip, counts, failures):
                             f"{key} spec {golden!r} python {got.get(field)!r}")  # fmt: skip
 
 
+def _check_oom(point, fn, call):
+    """A golden point the spec fails with its OOM RuntimeError: the reason is
+    the spec's message word for word, every other field NULL, and
+    ``on_miss="error"`` raises it."""
+    kind, message = point["error"].split(": ", 1)
+    assert kind == "RuntimeError" and message.startswith("OOM: "), (point["point_id"], point["error"])
+    got = fn(**call)
+    assert got["reason"] == message, (point["point_id"], got["reason"])
+    assert all(v is None for k, v in got.items() if k != "reason"), point["point_id"]
+    with pytest.raises(ValueError, match="^OOM: "):
+        fn(**call, on_miss="error")
+
+
 def _report(title, counts):
     print(f"\n{title}: field -> (equal, different)")
     for field, (ok, bad) in counts.items():
