@@ -177,6 +177,28 @@ fn run(
     })
 }
 
+/// The rows of a batch grouped by (model, db) in first-appearance order,
+/// the groups by their largest GPU budget, descending (a stable sort: equal
+/// budgets keep their order). A search's cost grows with the layouts its
+/// budget admits, so this is the longest-first schedule the threads need to
+/// finish together; the answer does not depend on it.
+fn dispatch_order(calls: &Calls) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(u32, Vec<usize>)> = Vec::new();
+    let mut index: std::collections::HashMap<(Option<&str>, Option<&str>), usize> = Default::default();
+    for row in 0..calls.rows {
+        let key = (calls.text(0, row), calls.text(1, row));
+        let budget = calls.int(2, row).ok().flatten().unwrap_or(0);
+        let g = *index.entry(key).or_insert_with(|| {
+            groups.push((0, Vec::new()));
+            groups.len() - 1
+        });
+        groups[g].0 = groups[g].0.max(budget);
+        groups[g].1.push(row);
+    }
+    groups.sort_by_key(|(budget, _)| std::cmp::Reverse(*budget));
+    groups.into_iter().map(|(_, rows)| rows).collect()
+}
+
 /// What one row's search gave.
 enum Outcome {
     Null,
@@ -269,9 +291,14 @@ impl ScalarUDFImpl for SearchBest {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
         let calls = Calls::new(NAME, &ARGUMENTS, &args.args, args.number_rows)?;
-        // A search is tens of milliseconds: the rows of a batch run on the
-        // session's partitions' worth of threads, each with its own servers.
-        let threads = args.config_options.execution.target_partitions.clamp(1, calls.rows.max(1));
+        // A search is tens of milliseconds to seconds: the rows of a batch
+        // run on the session's partitions' worth of threads, each with its
+        // own servers. Rows of one (model, db) go to one thread together
+        // (the agg and disagg searches of an entry share its server's
+        // priced passes), and the groups start largest GPU budget first so
+        // the long searches do not end the batch alone on one core.
+        let order = dispatch_order(&calls);
+        let threads = args.config_options.execution.target_partitions.clamp(1, order.len().max(1));
         let next = std::sync::atomic::AtomicUsize::new(0);
         let progress = crate::progress::Progress::new("search_best: searches", calls.rows);
         let work = || -> Result<Vec<(usize, Outcome)>> {
@@ -279,12 +306,12 @@ impl ScalarUDFImpl for SearchBest {
             let mut done = Vec::new();
             let result = (|| -> Result<()> {
                 loop {
-                    let row = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if row >= calls.rows {
-                        return Ok(());
+                    let group = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(rows) = order.get(group) else { return Ok(()) };
+                    for &row in rows {
+                        done.push((row, search_row(&calls, row, &options, &mut servers)?));
+                        progress.tick();
                     }
-                    done.push((row, search_row(&calls, row, &options, &mut servers)?));
-                    progress.tick();
                 }
             })();
             self.pool.give(servers);
