@@ -1,6 +1,6 @@
 //! A model on a database, ready to price many deployments.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use aicsql_tables::{DataTree, MemoryInputs, Num, Phase, PhaseSums, StepModel, StepShape, SystemSpec, system_spec};
@@ -93,7 +93,7 @@ impl<'a> Server<'a> {
             system: spec,
             model: model.to_string(),
             version: version.to_string(),
-            passes: HashMap::new(),
+            passes: HashMap::default(),
         })
     }
 
@@ -106,7 +106,7 @@ impl<'a> Server<'a> {
             system: self.system.clone(),
             model: self.model.clone(),
             version: self.version.clone(),
-            passes: HashMap::new(),
+            passes: HashMap::default(),
         })
     }
 

@@ -151,7 +151,7 @@ impl Server<'_> {
         }
         // Per (layout, t): the points within both limits, top 10 by seq/s.
         let mut picked: Vec<(usize, usize)> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = foldhash::HashSet::default();
         for (layout, points) in walks.iter().enumerate() {
             if points.is_empty() {
                 continue;

@@ -4,7 +4,9 @@
 //! value, their worker counts matched, the best deployment per decode
 //! layout, top 5; the union without repeats, by tokens/s/gpu.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashSet};
 
 use crate::backend::Backend;
 use crate::disagg::{StaticRow, combine};
@@ -78,7 +80,8 @@ impl Server<'_> {
 
         // match_workers per (prefill, decode) row, priced once.
         let mut matched: Vec<Option<Option<(u32, u32)>>> = vec![None; prefill.len() * decode.len()];
-        let mut seen: HashSet<(usize, usize)> = HashSet::new();
+        let mut counts_of: HashMap<(u64, u64), Vec<(u32, u32, u64)>> = HashMap::default();
+        let mut seen: HashSet<(usize, usize)> = HashSet::default();
         let mut found: Vec<DisaggCandidate> = Vec::new();
         if !prefill_top.is_empty() {
             let mut last_under = 0;
@@ -111,8 +114,13 @@ impl Server<'_> {
                             if require_same_tp && p.worker.parallel.tp != d.worker.parallel.tp {
                                 continue;
                             }
-                            let pair = *matched[pi * decode.len() + di]
-                                .get_or_insert_with(|| match_workers(p, d, &space.deployments));
+                            let pair = *matched[pi * decode.len() + di].get_or_insert_with(|| {
+                                let key = (p.gpus(), d.gpus());
+                                let counts = counts_of
+                                    .entry(key)
+                                    .or_insert_with(|| worker_counts(key.0, key.1, &space.deployments));
+                                match_workers(p, d, counts)
+                            });
                             let Some((np, nd)) = pair else { continue };
                             let (estimate, tps_gpu) = combine(p, np, d, nd, workload);
                             let gpus = estimate.num_total_gpus;
@@ -211,28 +219,18 @@ impl Server<'_> {
     }
 }
 
-/// The worker counts of a prefill and a decode worker (docs/spec/search.md
-/// 3.4): decode workers outer, prefill inner, 1..=32 each; a deployment's
-/// GPUs (`tp * pp * dp * cp` per worker) must be one of `deployments`; the
-/// first strictly best `min(prefill rate, decode rate) / gpus`.
-fn match_workers(p: &StaticRow, d: &StaticRow, deployments: &[u64]) -> Option<(u32, u32)> {
-    let (pg, dg) = (p.gpus(), d.gpus());
-    let (mut best, mut answer) = (0.0f64, None);
-    let mut consider = |np: u32, nd: u32, n: u64| {
-        let prefill_rate = p.seq_per_s * f64::from(np) * PREFILL_DEGRADATION;
-        let decode_rate = d.seq_per_s * f64::from(nd) * DECODE_DEGRADATION;
-        let rate = if decode_rate < prefill_rate { decode_rate } else { prefill_rate };
-        let v = rate / n as f64;
-        if v > best {
-            (best, answer) = (v, Some((np, nd)));
-        }
-    };
+/// The worker counts a deployment of a prefill worker of `pg` GPUs and a
+/// decode worker of `dg` GPUs may have (docs/spec/search.md 3.4), in the
+/// spec's visiting order: decode workers outer, prefill inner, 1..=32 each;
+/// a deployment's GPUs must be one of `deployments` (all sizes when there
+/// is no list). They depend on the two GPU counts only, so a sweep lists
+/// them once per pair of counts, not once per pair of rows.
+fn worker_counts(pg: u64, dg: u64, deployments: &[u64]) -> Vec<(u32, u32, u64)> {
+    let mut out = Vec::new();
     for nd in 1..=MAX_WORKERS {
         let decode_gpus = dg * u64::from(nd);
         if deployments.is_empty() {
-            for np in 1..=MAX_WORKERS {
-                consider(np, nd, pg * u64::from(np) + decode_gpus);
-            }
+            out.extend((1..=MAX_WORKERS).map(|np| (np, nd, pg * u64::from(np) + decode_gpus)));
             continue;
         }
         // The prefill counts whose deployment size is allowed, ascending
@@ -245,8 +243,25 @@ fn match_workers(p: &StaticRow, d: &StaticRow, deployments: &[u64]) -> Option<(u
             if let Ok(np) = u32::try_from(rest / pg)
                 && (1..=MAX_WORKERS).contains(&np)
             {
-                consider(np, nd, n);
+                out.push((np, nd, n));
             }
+        }
+    }
+    out
+}
+
+/// The worker counts of a prefill and a decode worker among `counts`
+/// (their [`worker_counts`]): the first strictly best
+/// `min(prefill rate, decode rate) / gpus`.
+fn match_workers(p: &StaticRow, d: &StaticRow, counts: &[(u32, u32, u64)]) -> Option<(u32, u32)> {
+    let (mut best, mut answer) = (0.0f64, None);
+    for &(np, nd, n) in counts {
+        let prefill_rate = p.seq_per_s * f64::from(np) * PREFILL_DEGRADATION;
+        let decode_rate = d.seq_per_s * f64::from(nd) * DECODE_DEGRADATION;
+        let rate = if decode_rate < prefill_rate { decode_rate } else { prefill_rate };
+        let v = rate / n as f64;
+        if v > best {
+            (best, answer) = (v, Some((np, nd)));
         }
     }
     answer
@@ -261,5 +276,35 @@ mod tests {
         let b = decode_batches();
         assert_eq!(b.len(), 96);
         assert_eq!((b[14], b[15], b[22], b[23], b[95]), (15, 16, 30, 32, 512));
+    }
+
+    /// The listed counts are the pairs of the spec's double loop (nd outer,
+    /// np inner, 1..=32 each) whose GPU total is an allowed size, in that
+    /// order, for every worker size the search space has.
+    #[test]
+    fn worker_counts_visit_the_spec_loop_in_order() {
+        for total in [1u32, 4, 8, 32, 128, 512] {
+            let deployments: Vec<u64> = [1u64, 2, 4, 8]
+                .into_iter()
+                .chain((16..=128).step_by(8))
+                .filter(|&g| g <= u64::from(total.min(128)))
+                .collect();
+            for pg in [1u64, 2, 3, 4, 8, 16, 32, 64] {
+                for dg in [1u64, 2, 4, 6, 8, 16, 64] {
+                    let mut expected = Vec::new();
+                    for nd in 1..=MAX_WORKERS {
+                        for np in 1..=MAX_WORKERS {
+                            let n = pg * u64::from(np) + dg * u64::from(nd);
+                            if deployments.contains(&n) {
+                                expected.push((np, nd, n));
+                            }
+                        }
+                    }
+                    assert_eq!(worker_counts(pg, dg, &deployments), expected, "pg {pg} dg {dg} total {total}");
+                }
+            }
+        }
+        let all = worker_counts(2, 4, &[]);
+        assert_eq!((all.len(), all[0], all[32]), (1024, (1, 1, 6), (1, 2, 10)));
     }
 }

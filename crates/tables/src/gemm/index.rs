@@ -6,7 +6,7 @@
 //! indexed as a dense grid: site lookup is two binary searches, and the
 //! nearest-site search walks grid rows and columns outward from the query.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use crate::gemm::load::GemmRow;
 use crate::pymath::median;
@@ -98,8 +98,8 @@ impl SiteIndex {
 
         // Walk order of the nested dict [m][n][k]: m by first appearance, n by
         // first appearance under that m, k by row order (keys are unique).
-        let mut m_rank: HashMap<i64, usize> = HashMap::new();
-        let mut mn_rank: HashMap<(i64, i64), usize> = HashMap::new();
+        let mut m_rank: HashMap<i64, usize> = HashMap::default();
+        let mut mn_rank: HashMap<(i64, i64), usize> = HashMap::default();
         for row in &rows {
             let next = m_rank.len();
             m_rank.entry(row.m).or_insert(next);
@@ -109,7 +109,7 @@ impl SiteIndex {
         let mut walk: Vec<usize> = (0..rows.len()).collect();
         walk.sort_by_key(|&i| (m_rank[&rows[i].m], mn_rank[&(rows[i].m, rows[i].n)]));
 
-        let mut site_of: HashMap<(i64, i64), usize> = HashMap::new();
+        let mut site_of: HashMap<(i64, i64), usize> = HashMap::default();
         // ((n, k), [(m, latency)]) per site, in site order.
         let mut curves: Vec<SiteCurve> = Vec::new();
         for &i in &walk {
@@ -123,7 +123,7 @@ impl SiteIndex {
 
         let mut sites = Vec::with_capacity(curves.len());
         let mut m_lists: Vec<Vec<i64>> = Vec::new();
-        let mut list_of: HashMap<Vec<i64>, usize> = HashMap::new();
+        let mut list_of: HashMap<Vec<i64>, usize> = HashMap::default();
         let mut points_lat = Vec::with_capacity(rows.len());
         for ((n, k), mut curve) in curves {
             curve.sort_by_key(|&(m, _)| m);

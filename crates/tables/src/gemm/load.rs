@@ -1,6 +1,8 @@
 //! Reading one quant slice of a GEMM table from its source files.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
+
+use foldhash::HashSet;
 
 use arrow::array::Int64Array;
 
@@ -37,7 +39,7 @@ const COLUMNS: [Col; 5] = [GEMM_DTYPE, M, N, K, Col::LATENCY_FLOORED];
 /// many keys it added.
 pub(crate) fn read_slice(tree: &DataTree, sources: &mut [GemmSource], slice: &str) -> Result<Slice> {
     let mut rows = Vec::new();
-    let mut seen: HashSet<(i64, i64, i64)> = HashSet::new();
+    let mut seen: HashSet<(i64, i64, i64)> = HashSet::default();
     let mut dtypes = BTreeSet::new();
     let mut slice_present = false;
     for source in sources.iter_mut() {

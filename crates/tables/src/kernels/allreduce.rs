@@ -6,7 +6,7 @@
 //! (docs/spec/families_hybrid_vl_databases.md 4.3). `message_size` is an
 //! element count.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use crate::cache::{DbKey, Slots, TableCache};
 use crate::columns::{Col, scan};
@@ -48,7 +48,7 @@ impl DatabaseTable for AllReduceTable {
         let mut sources = plan(tree, &CUSTOM_ALLREDUCE_FILE, system, backend, version, shared_layer)?;
         let (_, sol, _) = system_constants(tree, system)?;
         let keep_eager = system == KEEPS_EAGER_ROWS;
-        let mut by_gpus: HashMap<i64, Grid<1>> = HashMap::new();
+        let mut by_gpus: HashMap<i64, Grid<1>> = HashMap::default();
         for source in &mut sources {
             let mut added = 0usize;
             scan(tree, source, &COLUMNS, |rows| {

@@ -2,7 +2,7 @@
 //! [head_dim][window_size]` slices, each a grid over (num_heads, seq, batch)
 //! blended in sqrt space along seq (docs/spec 4.4, 7.1, 8.2). No SOL clamp.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use crate::cache::{DbKey, Slots, TableCache};
 use crate::columns::{Col, scan};
@@ -74,7 +74,7 @@ impl DatabaseTable for ContextAttentionTable {
     fn load(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Self> {
         let mut sources = plan(tree, &CONTEXT_ATTENTION_FILE, system, backend, version, shared_layer)?;
         let (_, sol, _) = system_constants(tree, system)?;
-        let mut slices: HashMap<Slice, Grid<3>> = HashMap::new();
+        let mut slices: HashMap<Slice, Grid<3>> = HashMap::default();
         let mut fmha_by_kv: Vec<(KvQuant, Vec<FmhaQuant>)> = Vec::new();
         for source in &mut sources {
             let mut added = 0usize;

@@ -5,7 +5,7 @@
 //! its own SOL (5.4) after loading. A query is the mean of five grid lookups
 //! spread over `[0.9 s, 1.1 s]` (8.3).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use crate::cache::{DbKey, Slots, TableCache};
 use crate::columns::{Col, scan};
@@ -95,7 +95,7 @@ impl DatabaseTable for GenerationAttentionTable {
     fn load(tree: &DataTree, system: &str, backend: &str, version: &str, shared_layer: bool) -> Result<Self> {
         let mut sources = plan(tree, &GENERATION_ATTENTION_FILE, system, backend, version, shared_layer)?;
         let (_, sol, _) = system_constants(tree, system)?;
-        let mut slices: HashMap<Slice, Grid<3>> = HashMap::new();
+        let mut slices: HashMap<Slice, Grid<3>> = HashMap::default();
         for source in &mut sources {
             let mut added = 0usize;
             scan(tree, source, &COLUMNS, |rows| {

@@ -23,7 +23,7 @@
 //! tokens in the requested quant's slice, or bfloat16's when the table has
 //! no such quant (the SOL keeps the requested one).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::hash::Hash;
 
 use crate::cache::{DbKey, Slots, TableCache};
@@ -101,7 +101,7 @@ impl<K: Eq + Hash + Copy, const N: usize> Slices<K, N> {
     ) -> Result<Self> {
         let mut sources = plan(tree, file, system, backend, version, shared_layer)?;
         let (_, sol, _) = system_constants(tree, system)?;
-        let mut slices: HashMap<K, Grid<N>> = HashMap::new();
+        let mut slices: HashMap<K, Grid<N>> = HashMap::default();
         for source in &mut sources {
             let mut added = 0usize;
             scan(tree, source, cols, |rows| {

@@ -3,7 +3,7 @@
 //! num_tokens (docs/spec 4.4, 10.3). Rows of the `moe_torch_flow_min_latency`
 //! kernel form a separate low-latency table. No SOL clamp.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use crate::cache::{DbKey, Slots, TableCache};
 use crate::columns::{Col, scan};

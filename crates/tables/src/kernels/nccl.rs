@@ -3,7 +3,7 @@
 //! system YAML's `misc.nccl_version`. Primary file only. A query uses the
 //! slice of `min(g, largest collected num_gpus)` (7.1).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use crate::columns::{Col, scan};
@@ -54,7 +54,7 @@ impl NcclTable {
                         Some(id) => id,
                         None => {
                             names.push((dtype.to_string(), op.to_string()));
-                            slices.push(HashMap::new());
+                            slices.push(HashMap::default());
                             names.len() - 1
                         }
                     };
