@@ -90,6 +90,28 @@ impl Node {
         self.sorted.binary_search_by_key(&c, |&p| self.keys[p as usize]).ok().map(|i| self.sorted[i] as usize)
     }
 
+    /// Where key `c` is: `Ok(position)` (insertion order) when present, else
+    /// `Err(rank)`, its place in key order. Tables arrive grouped by their
+    /// outer keys and mostly ascending, so the last key inserted and the
+    /// largest key are tried before the binary search.
+    #[inline]
+    fn locate(&self, c: i64) -> Result<usize, usize> {
+        if let Some(&last) = self.keys.last() {
+            if last == c {
+                return Ok(self.keys.len() - 1);
+            }
+            if let Some(&top) = self.sorted.last()
+                && self.keys[top as usize] < c
+            {
+                return Err(self.sorted.len());
+            }
+        }
+        match self.sorted.binary_search_by_key(&c, |&p| self.keys[p as usize]) {
+            Ok(i) => Ok(self.sorted[i] as usize),
+            Err(i) => Err(i),
+        }
+    }
+
     #[inline]
     fn sorted_key(&self, i: usize) -> i64 {
         self.keys[self.sorted[i] as usize]
@@ -148,9 +170,9 @@ impl<const N: usize> Grid<N> {
         for (depth, &c) in coords.iter().enumerate() {
             let last = depth + 1 == N;
             let n = &self.nodes[node];
-            match n.sorted.binary_search_by_key(&c, |&p| n.keys[p as usize]) {
-                Ok(i) => {
-                    let child = n.children[n.sorted[i] as usize] as usize;
+            match n.locate(c) {
+                Ok(position) => {
+                    let child = n.children[position] as usize;
                     if last {
                         if overwrite {
                             self.values[child] = value;
@@ -431,6 +453,46 @@ mod tests {
         assert!(!g.insert([4], 2.0));
         assert_eq!(g.get(&[4]), Some(1.0));
         assert_eq!(g.len(), 1);
+    }
+
+    /// Inserts in ascending, descending, grouped and scattered key orders
+    /// (the fast paths of `locate` and the binary search) keep first-wins,
+    /// insertion order and key order, checked against a plain map.
+    #[test]
+    fn inserts_in_any_key_order_match_a_map() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: i64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % m as u64) as i64
+        };
+        let orders: [Vec<[i64; 2]>; 4] = [
+            (0..40).map(|i| [i / 8, i % 8]).collect(),
+            (0..40).rev().map(|i| [i / 8, i % 8]).collect(),
+            (0..40).map(|i| [i % 5, 40 - i]).collect(),
+            (0..200).map(|_| [next(6), next(30)]).collect(),
+        ];
+        for keys in orders {
+            let mut g: Grid<2> = Grid::new();
+            let mut reference: std::collections::BTreeMap<[i64; 2], f64> = Default::default();
+            let mut outer_first: Vec<i64> = Vec::new();
+            for (i, &k) in keys.iter().enumerate() {
+                let value = i as f64;
+                let new = !reference.contains_key(&k);
+                assert_eq!(g.insert(k, value), new, "{k:?}");
+                reference.entry(k).or_insert(value);
+                if !outer_first.contains(&k[0]) {
+                    outer_first.push(k[0]);
+                }
+            }
+            assert_eq!(g.len(), reference.len());
+            for (k, v) in &reference {
+                assert_eq!(g.get(k), Some(*v), "{k:?}");
+            }
+            assert_eq!(g.get(&[99, 99]), None);
+            assert_eq!(g.outer_keys(), outer_first);
+        }
     }
 
     /// Last-wins keeps the key where it first appeared.
