@@ -4,7 +4,7 @@
 //! value, their worker counts matched, the best deployment per decode
 //! layout, top 5; the union without repeats, by tokens/s/gpu.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use foldhash::{HashMap, HashSet};
 
@@ -84,14 +84,21 @@ impl Server<'_> {
         let mut seen: HashSet<(usize, usize)> = HashSet::default();
         let mut found: Vec<DisaggCandidate> = Vec::new();
         if !prefill_top.is_empty() {
+            // The decode layouts in label string order (the spec's groupby),
+            // and each worker's place in it: labels are compared once, not
+            // per TPOT value.
+            let labels: BTreeSet<&str> = decode.iter().map(|d| d.label.as_str()).collect();
+            let rank: BTreeMap<&str, usize> = labels.into_iter().enumerate().map(|(r, l)| (l, r)).collect();
+            let group_of: Vec<usize> = decode.iter().map(|d| rank[d.label.as_str()]).collect();
+            let mut groups: Vec<Vec<usize>> = vec![Vec::new(); rank.len()];
             let mut last_under = 0;
             for t in tpot_sweep() {
                 // Decode workers under t (strict, on the rounded tpot), by layout in string order.
-                let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+                groups.iter_mut().for_each(Vec::clear);
                 let mut under = 0;
                 for (i, d) in decode.iter().enumerate() {
                     if d.row.tpot < t * 1.0 && d.row.tpot > t * 0.0 {
-                        groups.entry(d.label.as_str()).or_default().push(i);
+                        groups[group_of[i]].push(i);
                         under += 1;
                     }
                 }
@@ -103,7 +110,7 @@ impl Server<'_> {
                 }
                 last_under = under;
                 let mut best: Vec<((usize, usize), DisaggCandidate)> = Vec::new();
-                for members in groups.values() {
+                for members in groups.iter().filter(|m| !m.is_empty()) {
                     let rates: Vec<f64> = members.iter().map(|&i| decode[i].row.seq_per_s_per_gpu).collect();
                     let mut top: Option<(f64, u64, (usize, usize), DisaggCandidate)> = None;
                     for k in pandas_order(&rates, false).into_iter().take(MAX_DECODE_ROWS_PER_LAYOUT) {
