@@ -108,7 +108,6 @@ type PrepKey = (Phase, [u32; 4], Option<u32>, Option<u32>);
 
 /// The op list of one (phase, parallelism), built once per [`StepModel`].
 struct Prepared {
-    key: PrepKey,
     quants: Quants,
     ops: Vec<Op>,
     /// The inner ops of the composite ops.
@@ -124,10 +123,13 @@ struct Prepared {
     /// [`ops::Op::reads_sequence`]); the others are priced once per
     /// generation pass.
     reads_sequence: Vec<bool>,
+    /// The ops' weights (bytes), summed on first use: the memory model
+    /// reads them at every point of a sweep, and they depend on the list only.
+    weights_bytes: Option<f64>,
 }
 
 impl Prepared {
-    fn new(key: PrepKey, quants: Quants, list: OpList) -> Prepared {
+    fn new(quants: Quants, list: OpList) -> Prepared {
         let OpList { ops, subs } = list;
         let mut first: Vec<&'static str> = Vec::new();
         let slots = ops
@@ -141,7 +143,7 @@ impl Prepared {
             })
             .collect();
         let reads_sequence = ops.iter().map(|op| op.reads_sequence(&subs)).collect();
-        Prepared { key, quants, ops, subs, slots, names: first.into(), reads_sequence }
+        Prepared { quants, ops, subs, slots, names: first.into(), reads_sequence, weights_bytes: None }
     }
 }
 
@@ -156,6 +158,8 @@ pub struct StepModel<'a> {
     desc: ModelDesc,
     inferred: quants::Inferred,
     prepared: Vec<Prepared>,
+    /// Where each key's list is in `prepared` (a search keeps hundreds).
+    prepared_at: foldhash::HashMap<PrepKey, usize>,
 }
 
 impl StepModel<'static> {
@@ -200,7 +204,14 @@ impl<'a> StepModel<'a> {
         let desc = ModelDesc::from_config(&cfg)?;
         let inferred = quants::infer(&cfg)?;
         let tables = Tables::new(tree, system, backend, version, shared_layer)?;
-        Ok(StepModel { model: model.to_string(), tables, desc, inferred, prepared: Vec::new() })
+        Ok(StepModel {
+            model: model.to_string(),
+            tables,
+            desc,
+            inferred,
+            prepared: Vec::new(),
+            prepared_at: Default::default(),
+        })
     }
 
     /// Another model of the same checkpoint on the same database, for
@@ -213,6 +224,7 @@ impl<'a> StepModel<'a> {
             desc: self.desc.clone(),
             inferred: self.inferred,
             prepared: Vec::new(),
+            prepared_at: Default::default(),
         })
     }
 
@@ -270,9 +282,11 @@ impl<'a> StepModel<'a> {
     /// weights and the model's attention and KV dimensions at `shape`.
     pub fn memory_inputs(&mut self, shape: &StepShape) -> Result<MemoryInputs, StepError> {
         let index = self.prepare(Phase::Context, shape)?;
-        let prep = &self.prepared[index];
+        let prep = &mut self.prepared[index];
         // weights = 0.0 + each context op's weights, in list order.
-        let weights_bytes = prep.ops.iter().fold(0.0, |sum, op| sum + weights::op_weights(op, &prep.subs));
+        let weights_bytes = *prep
+            .weights_bytes
+            .get_or_insert_with(|| prep.ops.iter().fold(0.0, |sum, op| sum + weights::op_weights(op, &prep.subs)));
         let d = &self.desc;
         let kv_heads_per_gpu = (d.kv_heads + i64::from(shape.tp) - 1) / i64::from(shape.tp);
         Ok(MemoryInputs {
@@ -328,7 +342,7 @@ impl<'a> StepModel<'a> {
     fn prepare(&mut self, phase: Phase, shape: &StepShape) -> Result<usize, StepError> {
         shape.check()?;
         let key = (phase, [shape.tp, shape.pp, shape.dp, shape.cp], shape.moe_tp, shape.moe_ep);
-        if let Some(i) = self.prepared.iter().position(|p| p.key == key) {
+        if let Some(&i) = self.prepared_at.get(&key) {
             return Ok(i);
         }
         let par = self.desc.parallel(shape, self.tables.backend())?;
@@ -342,7 +356,8 @@ impl<'a> StepModel<'a> {
         if list.ops.len() > MAX_OPS {
             return Err(StepError::input(format!("op list of {} ops exceeds {MAX_OPS}", list.ops.len())));
         }
-        self.prepared.push(Prepared::new(key, quants, list));
+        self.prepared.push(Prepared::new(quants, list));
+        self.prepared_at.insert(key, self.prepared.len() - 1);
         Ok(self.prepared.len() - 1)
     }
 }
