@@ -108,6 +108,12 @@ impl PlotKind {
 enum DataAction {
     /// Download and unpack the published perf data (no network if already present)
     Fetch,
+    /// Write DIR/aicsql-manifest.json: every file's path, size and SHA-256,
+    /// which a tree served over HTTP(S) needs (HTTP has no listing)
+    Manifest {
+        /// The data tree's root
+        dir: PathBuf,
+    },
 }
 
 /// A statement source, in command-line order.
@@ -226,6 +232,17 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
                 println!("{label}: fetched into {}", dir.display());
             }
         }
+        return Ok(());
+    }
+
+    if let Some(Command::Data { action: DataAction::Manifest { dir } }) = &args.command {
+        let manifest = aicsql_remote::write_manifest(dir).map_err(|e| DataFusionError::External(Box::new(e)))?;
+        println!(
+            "{}: {} files, {} bytes",
+            dir.join(aicsql_remote::MANIFEST_FILE).display(),
+            manifest.files.len(),
+            manifest.total_size()
+        );
         return Ok(());
     }
 
