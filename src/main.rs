@@ -14,6 +14,7 @@ use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
 
 use aicsql::{SessionBuilder, default_data_dir, fetch};
+use aicsql_remote::DataRoot;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -40,9 +41,17 @@ struct Args {
     #[arg(long, value_enum, default_value_t = PrintFormat::Automatic)]
     format: PrintFormat,
 
-    /// Data directory to mount (repeatable); default: the cache, fetched if empty
-    #[arg(long = "data", value_name = "DIR", global = true)]
-    data: Vec<PathBuf>,
+    /// Data tree to mount (repeatable): a directory, file://, or a remote
+    /// tree (s3://bucket/prefix, gs://bucket/prefix, https://host/prefix/)
+    /// mirrored into the cache first; default: the cache, fetched if empty
+    #[arg(long = "data", value_name = "DIR|URL", global = true)]
+    data: Vec<String>,
+
+    /// A store option for the remote data trees (repeatable), named as
+    /// datafusion-cli names them: aws.region=..., aws.endpoint=...,
+    /// aws.access_key_id=..., aws.allow_http=true, gcp.service_account_path=...
+    #[arg(long = "data-option", value_name = "KEY=VALUE", global = true, value_parser = aicsql_remote::parse_option)]
+    data_option: Vec<(String, String)>,
 
     /// Print only query results (no timing, no banner)
     #[arg(short, long)]
@@ -113,6 +122,12 @@ enum DataAction {
     Manifest {
         /// The data tree's root
         dir: PathBuf,
+    },
+    /// Bring the local mirror of a remote tree up to date (only changed
+    /// files are fetched); `--data URL` does the same before a query
+    Mirror {
+        /// s3://bucket/prefix, gs://bucket/prefix or https://host/prefix/
+        url: String,
     },
 }
 
@@ -207,21 +222,70 @@ async fn plot(
 }
 
 /// The directories to mount: `--data` as given, else the cache (fetched if incomplete).
-fn data_dirs(args: &Args) -> Result<Vec<PathBuf>> {
-    if !args.data.is_empty() {
-        return Ok(args.data.clone());
+/// The local trees to mount: the `--data` roots (remote ones mirrored into
+/// the cache first), else the cache, fetched if it is empty.
+async fn data_dirs(args: &Args) -> Result<Vec<PathBuf>> {
+    if args.data.is_empty() {
+        let cache = default_data_dir();
+        if !fetch::is_complete(&cache) {
+            fetch::ensure_data(&cache, &mut log_to_stderr(args.quiet))
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        }
+        return Ok(vec![cache]);
     }
-    let cache = default_data_dir();
-    if !fetch::is_complete(&cache) {
-        fetch::ensure_data(&cache, &mut log_to_stderr(args.quiet))
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+    let mut dirs = Vec::with_capacity(args.data.len());
+    for text in &args.data {
+        match DataRoot::parse(text, &args.data_option).map_err(|e| DataFusionError::External(Box::new(e)))? {
+            DataRoot::Local(dir) => dirs.push(dir),
+            DataRoot::Remote(tree) => dirs.push(mirror_remote(&tree, args.quiet).await?),
+        }
     }
-    Ok(vec![cache])
+    Ok(dirs)
+}
+
+/// Mirrors `tree` into the cache and says what it did on stderr.
+async fn mirror_remote(tree: &aicsql_remote::RemoteTree, quiet: bool) -> Result<PathBuf> {
+    // Warnings (an offline mirror in use) show even under --quiet.
+    let mut log = move |line: &str| {
+        if !quiet || line.starts_with("warning:") {
+            eprintln!("aicsql: {line}");
+        }
+    };
+    let report = aicsql_remote::mirror(tree, &default_data_dir(), &mut log)
+        .await
+        .map_err(|e| DataFusionError::External(Box::new(e)))?;
+    if !report.offline {
+        log(&format!(
+            "{}: {} files ({:.1} MB), {} fetched ({:.1} MB), {} removed, in {:.1} s; mirror at {}",
+            tree.url(),
+            report.files,
+            report.bytes as f64 / 1e6,
+            report.downloaded,
+            report.bytes_downloaded as f64 / 1e6,
+            report.removed,
+            report.elapsed.as_secs_f64(),
+            report.dir.display()
+        ));
+    }
+    Ok(report.dir)
 }
 
 async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
     if let Some(Command::Data { action: DataAction::Fetch }) = &args.command {
-        let dirs = if args.data.is_empty() { vec![default_data_dir()] } else { args.data.clone() };
+        let mut dirs = Vec::new();
+        for text in &args.data {
+            match DataRoot::parse(text, &args.data_option).map_err(|e| DataFusionError::External(Box::new(e)))? {
+                DataRoot::Local(dir) => dirs.push(dir),
+                DataRoot::Remote(tree) => {
+                    return Err(DataFusionError::Plan(format!(
+                        "data fetch downloads the published data into a local directory; to refresh the mirror of {tree} run `aicsql data mirror {tree}`"
+                    )));
+                }
+            }
+        }
+        if dirs.is_empty() {
+            dirs.push(default_data_dir());
+        }
         for dir in dirs {
             let report = fetch::ensure_data(&dir, &mut log_to_stderr(false))
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
@@ -246,6 +310,22 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
         return Ok(());
     }
 
+    if let Some(Command::Data { action: DataAction::Mirror { url } }) = &args.command {
+        match DataRoot::parse(url, &args.data_option).map_err(|e| DataFusionError::External(Box::new(e)))? {
+            DataRoot::Remote(tree) => {
+                let dir = mirror_remote(&tree, false).await?;
+                println!("{}", dir.display());
+            }
+            DataRoot::Local(dir) => {
+                return Err(DataFusionError::Plan(format!(
+                    "data mirror takes a remote tree (s3://, gs://, http(s)://); {} is local and is read in place",
+                    dir.display()
+                )));
+            }
+        }
+        return Ok(());
+    }
+
     if let Some(Command::Plot { kind, sql, query_file, out }) = &args.command {
         let sql = match (sql, query_file) {
             (Some(sql), _) => sql.clone(),
@@ -253,11 +333,11 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
                 .map_err(|e| DataFusionError::Execution(format!("cannot read {}: {e}", path.display())))?,
             (None, None) => return Err(DataFusionError::Plan("plot: give the query with --sql or --file".into())),
         };
-        let ctx = SessionBuilder::open(&data_dirs(&args)?)?.build();
+        let ctx = SessionBuilder::open(&data_dirs(&args).await?)?.build();
         return plot(&ctx, kind.kind(), &sql, out.as_deref()).await;
     }
     if let Some(Command::Docs { out }) = &args.command {
-        let ctx = SessionBuilder::open(&data_dirs(&args)?)?.build();
+        let ctx = SessionBuilder::open(&data_dirs(&args).await?)?.build();
         let text = aicsql::reference::function_reference(&ctx).await?;
         return match out {
             Some(path) => std::fs::write(path, text)
@@ -271,7 +351,7 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
 
     let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
     let runtime_env = RuntimeEnvBuilder::new().with_object_store_registry(registry.clone()).build_arc()?;
-    let builder = SessionBuilder::open(&data_dirs(&args)?)?.runtime(runtime_env);
+    let builder = SessionBuilder::open(&data_dirs(&args).await?)?.runtime(runtime_env);
     let ctx = builder.build().enable_url_table();
     // Let `CREATE EXTERNAL TABLE ... LOCATION 's3://...'` and URL tables find their stores.
     ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(

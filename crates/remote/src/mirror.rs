@@ -82,7 +82,8 @@ pub fn mirror_dir(cache: &Path, tree: &RemoteTree) -> PathBuf {
         .take(60)
         .collect();
     let digest = hex(&Sha256::digest(tree.url().as_bytes()));
-    cache.join("remote").join(format!("{readable}-{}", &digest[..12]))
+    // A dot directory: mounting the cache itself never finds the mirrors.
+    cache.join(".remote").join(format!("{readable}-{}", &digest[..12]))
 }
 
 /// The local tree of a complete mirror of `tree`, if there is one.
