@@ -139,12 +139,28 @@ impl RemoteError {
 /// codes, the HTTP client's connection and timeout errors).
 fn classify_text(url: String, detail: String) -> RemoteError {
     let has = |needle: &str| detail.contains(needle);
-    if has("NoSuchBucket") || has("404 Not Found") || has("status 404") {
+    // Credential failures first: S3 answers them with 403 as well.
+    if has("169.254.169.254") || has("latest/api/token") {
+        // No key in the environment or the options: the store fell back to
+        // the instance-metadata service, which is not there.
+        RemoteError::Unauthenticated {
+            url,
+            detail: format!(
+                "no credentials in the environment or the options, and no instance metadata service: {detail}"
+            ),
+        }
+    } else if has("InvalidAccessKeyId")
+        || has("SignatureDoesNotMatch")
+        || has("ExpiredToken")
+        || has("InvalidToken")
+        || has("status 401")
+        || has("401 Unauthorized")
+    {
+        RemoteError::Unauthenticated { url, detail }
+    } else if has("NoSuchBucket") || has("404 Not Found") || has("status 404") {
         RemoteError::NotFound { url, detail }
     } else if has("AccessDenied") || has("403 Forbidden") || has("status 403") {
         RemoteError::AccessDenied { url, detail }
-    } else if has("InvalidAccessKeyId") || has("SignatureDoesNotMatch") || has("status 401") || has("credential") {
-        RemoteError::Unauthenticated { url, detail }
     } else if has("timed out")
         || has("timeout")
         || has("error sending request")
@@ -155,5 +171,36 @@ fn classify_text(url: String, detail: String) -> RemoteError {
         RemoteError::Unreachable { url, detail }
     } else {
         RemoteError::Store { url, detail }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// S3 answers bad credentials with 403 too: they must not read as
+    /// access denied; the metadata-service fallback means no credentials.
+    #[test]
+    fn classifies_store_messages_by_what_the_user_can_do() {
+        let kind = |detail: &str| match classify_text("s3://b/p/".into(), detail.into()) {
+            RemoteError::Unauthenticated { .. } => "unauthenticated",
+            RemoteError::AccessDenied { .. } => "denied",
+            RemoteError::NotFound { .. } => "not found",
+            RemoteError::Unreachable { .. } => "unreachable",
+            _ => "other",
+        };
+        let cases = [
+            ("403 Forbidden: <Code>InvalidAccessKeyId</Code>", "unauthenticated"),
+            ("403 Forbidden: <Code>SignatureDoesNotMatch</Code>", "unauthenticated"),
+            ("PUT http://169.254.169.254/latest/api/token - 403 Forbidden", "unauthenticated"),
+            ("403 Forbidden: <Code>AccessDenied</Code>", "denied"),
+            ("404 Not Found: <Code>NoSuchBucket</Code>", "not found"),
+            ("HTTP error: error sending request", "unreachable"),
+            ("operation timed out", "unreachable"),
+            ("500 Internal Server Error", "other"),
+        ];
+        for (detail, expected) in cases {
+            assert_eq!(kind(detail), expected, "{detail}");
+        }
     }
 }

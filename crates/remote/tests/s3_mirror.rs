@@ -35,9 +35,16 @@ fn moto_server() -> PathBuf {
 
 impl Moto {
     fn start() -> Moto {
+        Moto::start_with(&[])
+    }
+
+    /// `env`: e.g. moto's `INITIAL_NO_AUTH_ACTION_COUNT=0`, which makes it
+    /// check every request's credentials.
+    fn start_with(env: &[(&str, &str)]) -> Moto {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = Command::new(moto_server())
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -175,4 +182,18 @@ async fn store_errors_name_the_url_and_what_to_do() {
     assert!(err.is_unreachable(), "{err}");
     assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
     assert!(std::fs::read_dir(cache.path().join(".remote")).map(|d| d.count()).unwrap_or(0) <= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_credentials_say_how_to_give_them() {
+    let moto = Moto::start_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]);
+    let cache = tempfile::tempdir().unwrap();
+    let mut log = |line: &str| eprintln!("{line}");
+    // moto with auth checks knows no access key: the store refuses these.
+    let tree = remote("s3://team-perf/aic", &moto.options());
+    let err = mirror(&tree, cache.path(), &mut log).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, RemoteError::Unauthenticated { .. }), "{text}");
+    assert!(text.contains("s3://team-perf/aic/") && text.contains("AWS_ACCESS_KEY_ID"), "{text}");
+    assert_eq!(complete_mirror(cache.path(), &tree), None);
 }
