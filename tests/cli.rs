@@ -205,3 +205,89 @@ fn csv_output_is_not_truncated() {
     // datafusion-cli cuts non-table output at batch granularity.
     assert!(out.lines().count() < 20001, "--maxrows still applies when given");
 }
+
+/// A python3 -m http.server on 127.0.0.1 (a free port), killed on drop.
+struct HttpServer(std::process::Child, u16);
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(dir: &Path) -> HttpServer {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let child = Command::new("python3")
+        .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 runs");
+    let server = HttpServer(child, port);
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "http.server did not listen within 20 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    server
+}
+
+/// One database of the published data served over HTTP with a manifest
+/// written by `aicsql data manifest`: the shell mirrors it and answers as
+/// from the local tree; bad roots and options fail naming them.
+#[test]
+fn the_shell_mounts_a_tree_served_over_http() {
+    let published = common::data_dir().join("aiconfigurator-0.10.0/aiconfigurator/systems");
+    let served = tempfile::tempdir().expect("tempdir");
+    let tree = served.path().join("aic");
+    let db = tree.join("systems/data/h200_sxm/vllm/0.19.0");
+    std::fs::create_dir_all(&db).expect("mkdir");
+    std::fs::copy(published.join("h200_sxm.yaml"), tree.join("systems/h200_sxm.yaml")).expect("copy yaml");
+    for entry in std::fs::read_dir(published.join("data/h200_sxm/vllm/0.19.0")).expect("published db") {
+        let entry = entry.expect("entry");
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), db.join(entry.file_name())).expect("copy table");
+        }
+    }
+    let (ok, out, err) = run(Command::new(env!("CARGO_BIN_EXE_aicsql")).args(["data", "manifest"]).arg(&tree));
+    assert!(ok && out.contains("aicsql-manifest.json"), "{out}{err}");
+
+    let server = serve(served.path());
+    let cache = tempfile::tempdir().expect("tempdir");
+    let url = format!("http://127.0.0.1:{}/aic", server.1);
+    let query =
+        "SELECT count(*) AS n FROM aic.perf.gemm WHERE system='h200_sxm' AND backend='vllm' AND version='0.19.0'";
+    let shell = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_aicsql"));
+        cmd.env("AICSQL_DATA", cache.path());
+        cmd
+    };
+    let (ok, out, err) = run(shell().args(["--format", "csv", "--data", &url, "-c", query]));
+    assert!(ok, "{err}");
+    // Not quiet: the mirror says what it fetched (stderr); the rows come first.
+    assert_eq!(out.lines().take(2).collect::<Vec<_>>(), ["n", "101004"], "{out}");
+    assert!(err.contains(&format!("{url}/: ")) && err.contains("fetched"), "{err}");
+
+    // The server gone, the complete mirror answers and says it is offline.
+    drop(server);
+    let (ok, out, err) = run(shell().args(["-q", "--format", "csv", "--data", &url, "-c", query]));
+    assert!(ok, "{err}");
+    assert!(out.contains("101004") && err.contains("offline"), "{out}{err}");
+
+    for (root, option, expected) in [
+        ("ftp://host/aic", None, "unknown scheme 'ftp'"),
+        ("s3://bucket/aic", Some("region=x"), "aws.region"),
+        ("s3://bucket/aic", Some("novalue"), "is not key=value"),
+    ] {
+        let mut cmd = shell();
+        cmd.args(["--data", root]);
+        if let Some(option) = option {
+            cmd.args(["--data-option", option]);
+        }
+        let (ok, _, err) = run(cmd.args(["-c", "SELECT 1"]));
+        assert!(!ok && err.contains(expected), "{root} {option:?}: {err}");
+    }
+}
