@@ -369,10 +369,10 @@ fn release_of(root: &Path) -> Result<Release> {
     if let Some(parent) = root.parent() {
         for entry in read_dir_sorted(parent)? {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(stem) = name.strip_suffix(".dist-info") {
-                if let Some((dist, version)) = stem.rsplit_once('-') {
-                    return Ok(Release::published(format!("{}=={version}", dist.replace('_', "-"))));
-                }
+            if let Some(stem) = name.strip_suffix(".dist-info")
+                && let Some((dist, version)) = stem.rsplit_once('-')
+            {
+                return Ok(Release::published(format!("{}=={version}", dist.replace('_', "-"))));
             }
         }
     }

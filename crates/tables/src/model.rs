@@ -412,7 +412,7 @@ fn strict_json(text: &str) -> std::borrow::Cow<'_, str> {
     let mut rest = text;
     while let Some(c) = rest.chars().next() {
         if in_string {
-            in_string = !(c == '"' && !escaped);
+            in_string = c != '"' || escaped;
             escaped = c == '\\' && !escaped;
         } else if c == '"' {
             in_string = true;

@@ -42,6 +42,9 @@ fn decode_batches() -> Vec<u32> {
         .collect()
 }
 
+/// `(prefill workers, decode workers, GPUs)` in the spec's visiting order.
+type WorkerCounts = Vec<(u32, u32, u64)>;
+
 /// A static worker row and its layout label (the decode groups key on it).
 struct Worker {
     row: StaticRow,
@@ -80,7 +83,7 @@ impl Server<'_> {
 
         // match_workers per (prefill, decode) row, priced once.
         let mut matched: Vec<Option<Option<(u32, u32)>>> = vec![None; prefill.len() * decode.len()];
-        let mut counts_of: HashMap<(u64, u64), Vec<(u32, u32, u64)>> = HashMap::default();
+        let mut counts_of: HashMap<(u64, u64), WorkerCounts> = HashMap::default();
         let mut seen: HashSet<(usize, usize)> = HashSet::default();
         let mut found: Vec<DisaggCandidate> = Vec::new();
         if !prefill_top.is_empty() {
@@ -232,7 +235,7 @@ impl Server<'_> {
 /// a deployment's GPUs must be one of `deployments` (all sizes when there
 /// is no list). They depend on the two GPU counts only, so a sweep lists
 /// them once per pair of counts, not once per pair of rows.
-fn worker_counts(pg: u64, dg: u64, deployments: &[u64]) -> Vec<(u32, u32, u64)> {
+fn worker_counts(pg: u64, dg: u64, deployments: &[u64]) -> WorkerCounts {
     let mut out = Vec::new();
     for nd in 1..=MAX_WORKERS {
         let decode_gpus = dg * u64::from(nd);
