@@ -3,49 +3,30 @@
 //! mirror, a refresh that fetches only what changed, a corrupt download,
 //! the offline fallback and a partial mirror that is never used.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use aicsql_remote::{DataRoot, RemoteError, RemoteTree, complete_mirror, mirror, write_manifest};
 
+mod common;
+
+use common::{ServerProcess, free_port};
+
 /// A `python3 -m http.server` serving `dir`, killed when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-}
+struct Server(ServerProcess);
 
 impl Server {
     fn start(dir: &Path) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = free_port();
         let python = std::env::var("AICSQL_PYTHON").unwrap_or_else(|_| "python3".into());
-        let child = Command::new(python)
-            .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 runs");
-        let server = Server { child, port };
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            assert!(Instant::now() < deadline, "http.server did not listen on {port} within 20 s");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        server
+        let mut command = Command::new(python);
+        command.args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"]).arg(dir);
+        Server(ServerProcess::start(command, port, Duration::from_secs(20)))
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}/{path}", self.port)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        format!("http://127.0.0.1:{}/{path}", self.0.port)
     }
 }
 

@@ -4,9 +4,9 @@
 //! free port, stopped at the end.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,10 +15,11 @@ use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
-struct Moto {
-    child: Child,
-    port: u16,
-}
+mod common;
+
+use common::{ServerProcess, free_port};
+
+struct Moto(ServerProcess);
 
 fn moto_server() -> PathBuf {
     if let Ok(path) = std::env::var("AICSQL_MOTO") {
@@ -41,34 +42,26 @@ impl Moto {
     /// `env`: e.g. moto's `INITIAL_NO_AUTH_ACTION_COUNT=0`, which makes it
     /// check every request's credentials.
     fn start_with(env: &[(&str, &str)]) -> Moto {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(moto_server())
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("moto_server runs");
-        let moto = Moto { child, port };
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            assert!(Instant::now() < deadline, "moto_server did not listen on {port} within 30 s");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        moto
+        let port = free_port();
+        let mut command = Command::new(moto_server());
+        command.args(["-H", "127.0.0.1", "-p", &port.to_string()]).envs(env.iter().copied());
+        Moto(ServerProcess::start(command, port, Duration::from_secs(30)))
+    }
+
+    fn port(&self) -> u16 {
+        self.0.port
     }
 
     fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://127.0.0.1:{}", self.port())
     }
 
     /// Creates a bucket (moto takes an unsigned PUT).
     fn create_bucket(&self, bucket: &str) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port())).unwrap();
         let request = format!(
             "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            self.port
+            self.port()
         );
         stream.write_all(request.as_bytes()).unwrap();
         let mut response = String::new();
@@ -100,13 +93,6 @@ impl Moto {
             .build()
             .unwrap();
         Arc::new(store)
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -173,7 +159,7 @@ async fn store_errors_name_the_url_and_what_to_do() {
     assert!(matches!(err, RemoteError::BadOption { .. }) && err.to_string().contains("aws.no_such_option"), "{err}");
 
     // Nothing listens: bounded, and said so.
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = free_port();
     let mut options = moto.options();
     options[0].1 = format!("http://127.0.0.1:{port}");
     let nowhere = remote("s3://team-perf/aic", &options);
