@@ -460,13 +460,8 @@ mod tests {
     /// insertion order and key order, checked against a plain map.
     #[test]
     fn inserts_in_any_key_order_match_a_map() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |m: i64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % m as u64) as i64
-        };
+        let mut rng = crate::test_rng::XorShift::new(0x2545_f491_4f6c_dd1d);
+        let mut next = |m: i64| (rng.next_u64() % m as u64) as i64;
         let orders: [Vec<[i64; 2]>; 4] = [
             (0..40).map(|i| [i / 8, i % 8]).collect(),
             (0..40).rev().map(|i| [i / 8, i % 8]).collect(),

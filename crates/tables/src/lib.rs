@@ -25,6 +25,8 @@ pub mod support_matrix;
 pub mod system;
 #[cfg(test)]
 mod test_data;
+#[cfg(test)]
+mod test_rng;
 pub mod version_dirs;
 
 pub use cache::{CacheStats, TableCache};

@@ -213,13 +213,8 @@ mod tests {
         use crate::gemm::index::log2_coord;
         use crate::quant::GemmQuant;
 
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
+        let mut rng = crate::test_rng::XorShift::new(0x9e37_79b9_7f4a_7c15);
+        let mut next = |bound: u64| rng.next_u64() % bound;
         let tables = [
             ("h200_sxm", "vllm", "0.19.0", GemmQuant::Fp8Block, false),
             ("gb200", "vllm", "0.19.0", GemmQuant::Nvfp4, true),
