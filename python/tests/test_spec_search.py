@@ -1,11 +1,13 @@
 """The spec's own search results re-priced by the Python path's serving estimates.
 
 ``tests/goldens/search/<case>/{agg,disagg}.candidates.parquet`` are the
-candidate frames aiconfigurator v0.11.0's ``cli default`` returned for three
+candidate frames aiconfigurator v0.11.0's ``cli default`` returned for four
 cases (``meta.json``: model, system, backend, version), rounded by numpy to 3
 decimals. Every candidate -- attention dp > 1 and context parallelism cp
 > 1 included (the Qwen3-30B-A3B gb200 / sglang case: 608 agg candidates and
-72 disagg prefill workers at cp 2, 4, 8) -- is priced again:
+72 disagg prefill workers at cp 2, 4, 8; the Llama-3.1-8B rtx_pro_6000_server /
+sglang case: 233 agg candidates and 6 disagg prefill workers at cp 2, 4) -- is
+priced again:
 
 * agg: ``estimate_agg`` at the row's ``parallel`` label, ``bs``, ``isl``,
   ``osl``, ``prefix`` and ``ctx_tokens``;
@@ -140,7 +142,8 @@ def _reprice(case: str, mode: str):
 def test_the_search_goldens_are_present():
     if not SEARCH.is_dir():
         pytest.skip(f"no search goldens at {SEARCH}")
-    assert CASES == ["llama31_8b_h200_vllm_4gpu", "qwen3_30b_a3b_gb200_sglang_8gpu", "qwen3_32b_fp8_h200_vllm_8gpu"]
+    assert CASES == ["llama31_8b_h200_vllm_4gpu", "llama31_8b_rtxpro6000_sglang_4gpu",
+                     "qwen3_30b_a3b_gb200_sglang_8gpu", "qwen3_32b_fp8_h200_vllm_8gpu"]
 
 
 @needs_data
@@ -157,11 +160,13 @@ def test_search_candidates_reprice_equal(case, mode):
     assert priced == Counter(EXPECTED[(case, mode)])
 
 
-# The candidate counts per (dp, cp): every row of the frames (3,664; the Rust
-# path re-prices the 2,984 at cp = 1).
+# The candidate counts per (dp, cp): every row of the frames (4,388; 3,469 at
+# cp = 1), counted in the spec's frames.
 EXPECTED = {
     ("llama31_8b_h200_vllm_4gpu", "agg"): {(1, 1): 341},
     ("llama31_8b_h200_vllm_4gpu", "disagg"): {(1, 1): 24},
+    ("llama31_8b_rtxpro6000_sglang_4gpu", "agg"): {(1, 1): 466, (1, 2): 124, (1, 4): 109},
+    ("llama31_8b_rtxpro6000_sglang_4gpu", "disagg"): {(1, 1): 19, (1, 2): 6},
     ("qwen3_30b_a3b_gb200_sglang_8gpu", "agg"): {(1, 1): 725, (1, 2): 142, (1, 4): 209, (1, 8): 257, (2, 1): 669,
                                                  (4, 1): 526, (8, 1): 292},
     ("qwen3_30b_a3b_gb200_sglang_8gpu", "disagg"): {(1, 1): 35, (2, 2): 4, (2, 4): 18, (4, 4): 50},
@@ -177,13 +182,14 @@ def test_search_candidate_counts():
         for mode in ("agg", "disagg"):
             counts[(case, mode)] = dict(sorted(Counter(_layout(r, mode) for r in _rows(case, mode)).items()))
     assert counts == EXPECTED
-    assert sum(sum(c.values()) for c in counts.values()) == 3664
-    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 2984
+    assert sum(sum(c.values()) for c in counts.values()) == 4388
+    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 3469
     assert sum(n for c in counts.values() for (dp, cp), n in c.items() if dp > 1 and cp == 1) == 1487
-    # cp > 1: 608 agg candidates and 72 disagg deployments with a cp prefill worker
-    assert sum(n for (case, mode), c in counts.items() for (dp, cp), n in c.items() if cp > 1 and mode == "agg") == 608
+    # cp > 1: 841 agg candidates (608 Qwen3-30B-A3B, 233 Llama rtx_pro_6000_server) and
+    # 78 disagg deployments with a cp prefill worker (72 + 6)
+    assert sum(n for (case, mode), c in counts.items() for (dp, cp), n in c.items() if cp > 1 and mode == "agg") == 841
     assert sum(n for (case, mode), c in counts.items() for (dp, cp), n in c.items()
-               if cp > 1 and mode == "disagg") == 72  # fmt: skip
+               if cp > 1 and mode == "disagg") == 78  # fmt: skip
     # every search frame row has pp = 1
     for case in CASES:
         assert {r["pp"] for r in _rows(case, "agg")} == {1}

@@ -1,7 +1,7 @@
 """``cli default`` on the Python path (`aicsql.spec.search`) against the spec's frames.
 
 ``tests/goldens/search/<case>/`` hold what aiconfigurator v0.11.0's ``cli
-default`` returned for three cases (meta.json: the arguments, chosen_exp,
+default`` returned for four cases (meta.json: the arguments, chosen_exp,
 best_throughputs, row counts; ``{agg,disagg}.{candidates,pareto_fronts,
 best_configs}.parquet`` with the spec's column names). `run_search` /
 `search_default` run the whole search -- search space, sweep_agg,

@@ -35,7 +35,7 @@ fn every_single_worker_search_candidate() {
         .filter(|p| p.join("meta.json").exists())
         .collect();
     cases.sort();
-    assert!(cases.len() >= 3, "expected the search goldens, found {cases:?}");
+    assert!(cases.len() >= 4, "expected the search goldens, found {cases:?}");
     let (mut checked, mut failures) = (0usize, Vec::new());
     for case in &cases {
         let meta: serde_json::Value =

@@ -202,7 +202,7 @@ fn every_search_golden_case() {
         .filter(|p| p.join("meta.json").exists())
         .collect();
     cases.sort();
-    assert!(cases.len() >= 3, "expected the search goldens, found {cases:?}");
+    assert!(cases.len() >= 4, "expected the search goldens, found {cases:?}");
     let mut failures = Vec::new();
     for case in &cases {
         let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

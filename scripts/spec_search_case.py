@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""Compute one search golden case with the spec (aiconfigurator v0.11.0, pure Python).
+
+Runs the spec's ``cli_default`` (``aiconfigurator cli default``: the agg and
+the disagg experiment, picking, chosen mode) for one case and writes the
+case directory of ``tests/goldens/search/<case>/``:
+
+    meta.json                       args, spec_seconds, error, chosen_exp,
+                                    best_throughputs, row counts
+    agg.candidates.parquet          the whole frame the agg Task.run() returned
+    agg.pareto_fronts.parquet       result.pareto_fronts["agg"]
+    agg.best_configs.parquet        result.best_configs["agg"] (top_n rows at most)
+    disagg.candidates.parquet       the same for the disagg experiment
+    disagg.pareto_fronts.parquet
+    disagg.best_configs.parquet
+
+Conventions (those of the committed cases):
+  * the call is ``cli_default(model, gpus, system, backend=backend,
+    backend_version=version, database_mode="SILICON", isl=isl, osl=osl,
+    prefix=prefix, ttft=ttft, tpot=tpot, top_n=top_n)``; ``strict_sla`` is
+    left at its default (False) -- ``--strict-sla`` is refused here;
+  * the candidate frame is a deep copy of what ``Task.run()`` returned, taken
+    before the picking adds ``tokens/s/gpu_cluster`` to its own copy;
+  * frames keep the spec's column names, order, row order and rounding, and
+    are written with ``DataFrame.to_parquet(index=False)`` (pyarrow), but
+    for the agg frames' ``_per_ops_source`` column (a dict per row, which
+    the spec's own ``save_results`` strips before writing too): dropped;
+  * ``object`` columns: all text -> arrow string; all Python ints (the
+    disagg candidates and fronts hold their int columns so) -> pandas
+    nullable ``Int64`` (``numpy_type`` ``Int64`` in the pandas metadata,
+    arrow int64); all Python floats (the disagg front's
+    ``tokens/s/gpu_cluster``: the spec computes it from the object
+    ``num_total_gpus`` column) -> float64, as in the two Qwen cases; the
+    Llama h200 / vllm case stored that column as each value's ``str``
+    instead (the float's repr, which round-trips; the tests parse it back):
+    ``--object-floats-as-text`` reproduces that convention; any other
+    object column that is not all text -> the ``str`` of each value;
+  * ``meta.json``: ``best_throughputs`` are the spec's floats,
+    ``candidates`` / ``pareto_fronts`` / ``best_configs`` the row counts,
+    ``error`` the spec's exception (``"<Type>: <message>"``) or null,
+    ``spec_seconds`` the wall time of the ``cli_default`` call; ``--note``
+    adds a ``note`` field. JSON is written with ``indent=1`` like the
+    committed files.
+
+The spec runs with its compiled extension stubbed out (every Rust entry point
+raises) and ``AICONFIGURATOR_ENGINE_STEP_BACKEND=python``, so every number
+comes from the Python engine step; the perf data tree is set with
+``perf_database.set_systems_paths()``. Setup of ``/work/specenv``,
+``/work/specsrc`` and ``/work/specdata/systems``: see the header of
+``scripts/spec_points.py``, plus plotext 5 (the spec's uv.lock pins 5.3.2;
+``cli_default``'s closing summary draws the Pareto plot with
+``plotext.plot_size``, which plotext 6 no longer has -- the run then fails
+with an AttributeError after the search):
+
+    /work/specenv/bin/pip install -c /work/specenv/constraints.txt plotext==5.3.2
+
+numpy's sort: this machine has AVX-512, and numpy 1.26's AVX-512 sort breaks
+ties differently from the generic introsort the goldens follow. The script
+sets ``NPY_DISABLE_CPU_FEATURES`` to the AVX-512 features before numpy is
+imported (unless it is already set) and refuses to run if numpy still
+reports AVX512F / AVX512_SKX enabled.
+
+Run (one case; the arguments of an existing meta.json can be reused with
+``--from-meta``):
+
+    nice -n 10 /work/specenv/bin/python scripts/spec_search_case.py OUT_DIR \\
+        --model meta-llama/Meta-Llama-3.1-8B --gpus 4 --system rtx_pro_6000_server \\
+        --backend sglang --version 0.5.14 --isl 256 --osl 256 --prefix 128 \\
+        --ttft 1500 --tpot 50 --top-n 1 --note "..."
+
+    nice -n 10 /work/specenv/bin/python scripts/spec_search_case.py /tmp/check \\
+        --from-meta tests/goldens/search/qwen3_32b_fp8_h200_vllm_8gpu/meta.json \\
+        --compare tests/goldens/search/qwen3_32b_fp8_h200_vllm_8gpu
+
+    nice -n 10 /work/specenv/bin/python scripts/spec_search_case.py /tmp/check \\
+        --from-meta tests/goldens/search/llama31_8b_h200_vllm_4gpu/meta.json \\
+        --compare tests/goldens/search/llama31_8b_h200_vllm_4gpu --object-floats-as-text
+
+``--compare DIR`` checks the seven written files against another case
+directory: the frames must be equal (same column names, arrow types, pandas
+dtypes, values, row order; the pyarrow version in the metadata is ignored),
+meta.json must agree on everything but ``spec_seconds*`` and ``note``; the
+exit status is 1 on a difference. Options: ``--systems`` (default
+/work/specdata/systems), ``--spec-src`` (default /work/specsrc).
+Timing on this machine (2 cores, quiet): the Llama-3.1-8B h200 / vllm case
+takes ~65 s, the rtx_pro_6000_server / sglang one ~40 s (see its meta.json).
+"""
+
+from __future__ import annotations
+
+import os
+
+AVX512 = "AVX512F AVX512CD AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR"
+os.environ.setdefault("NPY_DISABLE_CPU_FEATURES", AVX512)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import types  # noqa: E402
+
+MODES = ("agg", "disagg")
+FRAMES = ("candidates", "pareto_fronts", "best_configs")
+# Dropped from every frame: the per-op source dicts of the agg rows (the spec's own save strips it too).
+DROPPED = ("_per_ops_source",)
+ARG_KEYS = ("model", "gpus", "system", "backend", "version", "isl", "osl", "prefix", "ttft", "tpot", "top_n")
+
+
+def _check_numpy() -> None:
+    import numpy as np
+
+    feats = np.core._multiarray_umath.__cpu_features__
+    on = [f for f in ("AVX512F", "AVX512_SKX") if feats.get(f)]
+    if on:
+        sys.exit(f"numpy has {on} enabled: set NPY_DISABLE_CPU_FEATURES=\"{AVX512}\" before numpy is imported")
+
+
+def _install_extension_stub() -> None:
+    """Stand in for the compiled ``aiconfigurator_core._aiconfigurator_core`` (as spec_points.py)."""
+    name = "aiconfigurator_core._aiconfigurator_core"
+    if name in sys.modules:
+        return
+
+    def _raise(*_a, **_k):
+        raise RuntimeError("aiconfigurator_core Rust extension is stubbed out (Python engine step only)")
+
+    class _Stub:
+        def __init__(self, *a, **k):
+            _raise()
+
+        @classmethod
+        def from_spec(cls, *a, **k):
+            _raise()
+
+    mod = types.ModuleType(name)
+    mod.AicEngine = _Stub
+    mod.RustForwardPassPerfModel = _Stub
+    mod._build_smoke = _raise
+    mod.engine_spec_bincode_from_json = _raise
+    sys.modules[name] = mod
+
+
+def load_spec(spec_src: str, systems: str):
+    """The spec's cli_default, and the dict Task.run() frames are captured into (by serving mode)."""
+    os.environ["AICONFIGURATOR_ENGINE_STEP_BACKEND"] = "python"
+    for p in (os.path.join(spec_src, "aic-core", "src"), os.path.join(spec_src, "src")):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    _install_extension_stub()
+    from aiconfigurator.sdk import perf_database
+    from aiconfigurator.sdk.task_v2 import Task
+    from aiconfigurator.cli.api import cli_default
+
+    perf_database.set_systems_paths(systems)
+
+    captured: dict = {}
+    run = Task.run
+
+    def run_and_keep(self, *a, **k):
+        df = run(self, *a, **k)
+        mode = self.serving_mode
+        if mode in captured:
+            raise RuntimeError(f"two {mode} experiments in one run")
+        captured[mode] = None if df is None else df.copy(deep=True)
+        return df
+
+    Task.run = run_and_keep
+    return cli_default, captured
+
+
+def _storable(df, floats_as_text: bool = False):
+    """The frame as it is stored (see the module doc): ``_per_ops_source`` dropped, object columns
+    of Python ints as nullable ``Int64``, of floats as float64 (as text with ``floats_as_text``),
+    any other object column that is not all text as text."""
+    import pandas as pd
+
+    df = df.drop(columns=[c for c in DROPPED if c in df.columns]).reset_index(drop=True)
+    for c in df.columns:
+        s = df[c]
+        if s.dtype != object:
+            continue
+        values = list(s.dropna())
+        if all(isinstance(v, str) for v in values):
+            continue
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            df[c] = s.astype(pd.Int64Dtype())
+        elif not floats_as_text and all(isinstance(v, float) for v in values):
+            df[c] = s.astype("float64")
+        else:
+            df[c] = s.map(lambda v: v if v is None or isinstance(v, str) else str(v))
+    return df
+
+
+def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple[dict, dict]:
+    cli_default, captured = load_spec(spec_src, systems)
+    error = None
+    result = None
+    t0 = time.time()
+    try:
+        result = cli_default(
+            args["model"],
+            args["gpus"],
+            args["system"],
+            backend=args["backend"],
+            backend_version=args["version"],
+            database_mode="SILICON",
+            isl=args["isl"],
+            osl=args["osl"],
+            prefix=args["prefix"],
+            ttft=args["ttft"],
+            tpot=args["tpot"],
+            top_n=args["top_n"],
+        )
+    except Exception as e:  # the spec's refusal is recorded
+        error = f"{type(e).__name__}: {e}"
+    seconds = time.time() - t0
+
+    import pandas as pd
+
+    frames: dict = {}
+    for mode in MODES:
+        cand = captured.get(mode)
+        frames[(mode, "candidates")] = cand if cand is not None else pd.DataFrame()
+        if result is not None:
+            frames[(mode, "pareto_fronts")] = result.pareto_fronts.get(mode)
+            frames[(mode, "best_configs")] = result.best_configs.get(mode)
+    meta = {
+        "args": args,
+        "spec_seconds": seconds,
+        "error": error,
+        "chosen_exp": None if result is None else result.chosen_exp,
+        "best_throughputs": {} if result is None else {m: float(v) for m, v in result.best_throughputs.items()},
+    }
+    for frame in FRAMES:
+        meta[frame] = {m: len(frames[(m, frame)]) for m in MODES if frames.get((m, frame)) is not None}
+    if note:
+        meta["note"] = note
+    return meta, frames
+
+
+def write_case(out: str, meta: dict, frames: dict, floats_as_text: bool = False) -> None:
+    os.makedirs(out, exist_ok=True)
+    for (mode, frame), df in frames.items():
+        if df is None:
+            continue
+        _storable(df, floats_as_text).to_parquet(os.path.join(out, f"{mode}.{frame}.parquet"), index=False)
+    with open(os.path.join(out, "meta.json"), "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=1)
+
+
+def _pandas_columns(schema) -> list:
+    md = json.loads((schema.metadata or {}).get(b"pandas", b"{}"))
+    return [(c["name"], c["pandas_type"], c["numpy_type"]) for c in md.get("columns", [])]
+
+
+def compare_case(ours: str, theirs: str) -> list[str]:
+    """Differences between two case directories (frames exactly; meta.json but the timing and note)."""
+    import pyarrow.parquet as pq
+
+    diffs = []
+    for mode in MODES:
+        for frame in FRAMES:
+            name = f"{mode}.{frame}.parquet"
+            missing = [d for d in (ours, theirs) if not os.path.exists(os.path.join(d, name))]
+            if missing:
+                diffs.append(f"{name}: missing in {missing}")
+                continue
+            a, b = pq.read_table(os.path.join(ours, name)), pq.read_table(os.path.join(theirs, name))
+            if a.schema.names != b.schema.names:
+                diffs.append(f"{name}: columns {a.schema.names} vs {b.schema.names}")
+                continue
+            for f1, f2 in zip(a.schema, b.schema):
+                if f1.type != f2.type:
+                    diffs.append(f"{name}: column {f1.name} type {f1.type} vs {f2.type}")
+            if _pandas_columns(a.schema) != _pandas_columns(b.schema):
+                diffs.append(f"{name}: pandas dtypes differ")
+            if a.num_rows != b.num_rows:
+                diffs.append(f"{name}: {a.num_rows} rows vs {b.num_rows}")
+            ra, rb = a.to_pylist(), b.to_pylist()
+            for i, (x, y) in enumerate(zip(ra, rb)):
+                bad = [c for c in x if not (x[c] == y.get(c) or (x[c] != x[c] and y.get(c) != y.get(c)))]
+                if bad:
+                    diffs.append(f"{name}: first differing row {i}: " +
+                                 "; ".join(f"{c}: {x[c]!r} vs {y.get(c)!r}" for c in bad))
+                    break
+            else:
+                if not a.equals(b):
+                    diffs.append(f"{name}: tables not equal (beyond values)")
+    with open(os.path.join(ours, "meta.json"), encoding="utf-8") as f:
+        ma = json.load(f)
+    with open(os.path.join(theirs, "meta.json"), encoding="utf-8") as f:
+        mb = json.load(f)
+    skip = lambda k: k.startswith("spec_seconds") or k == "note"  # noqa: E731
+    for k in sorted(set(ma) | set(mb)):
+        if not skip(k) and ma.get(k) != mb.get(k):
+            diffs.append(f"meta.json {k}: {ma.get(k)!r} vs {mb.get(k)!r}")
+    return diffs
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", help="the case directory to write")
+    ap.add_argument("--from-meta", help="take the arguments from this meta.json (its 'args')")
+    ap.add_argument("--model")
+    ap.add_argument("--gpus", type=int)
+    ap.add_argument("--system")
+    ap.add_argument("--backend")
+    ap.add_argument("--version")
+    ap.add_argument("--isl", type=int)
+    ap.add_argument("--osl", type=int)
+    ap.add_argument("--prefix", type=int, default=0)
+    ap.add_argument("--ttft", type=float)
+    ap.add_argument("--tpot", type=float)
+    ap.add_argument("--top-n", type=int, default=5)
+    ap.add_argument("--note", help="a 'note' field for meta.json (why the case exists, how it was made)")
+    ap.add_argument("--compare", help="a case directory the written files must equal")
+    ap.add_argument("--object-floats-as-text", action="store_true",
+                    help="store object columns of floats as text (the Llama h200 / vllm case's convention)")
+    ap.add_argument("--systems", default="/work/specdata/systems")
+    ap.add_argument("--spec-src", default="/work/specsrc")
+    a = ap.parse_args(argv)
+
+    _check_numpy()
+    if a.from_meta:
+        with open(a.from_meta, encoding="utf-8") as f:
+            args = json.load(f)["args"]
+    else:
+        args = {k: getattr(a, k) for k in ARG_KEYS}
+        missing = [k for k, v in args.items() if v is None]
+        if missing:
+            ap.error("missing arguments: " + ", ".join("--" + k.replace("_", "-") for k in missing))
+    args = {k: args[k] for k in ARG_KEYS}
+
+    meta, frames = run_case(args, a.spec_src, a.systems, a.note)
+    write_case(a.out, meta, frames, a.object_floats_as_text)
+    counts = {f: meta[f] for f in FRAMES}
+    print(f"{a.out}: {meta['spec_seconds']:.1f} s, error {meta['error']}, chosen {meta['chosen_exp']}, "
+          f"best {meta['best_throughputs']}, rows {counts}", file=sys.stderr)
+    if a.compare:
+        diffs = compare_case(a.out, a.compare)
+        for d in diffs:
+            print("DIFF " + d, file=sys.stderr)
+        print(f"compare with {a.compare}: {'equal' if not diffs else f'{len(diffs)} differences'}", file=sys.stderr)
+        return 1 if diffs else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
