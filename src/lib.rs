@@ -49,6 +49,37 @@ impl SessionBuilder {
         Ok(Self::with_tree(Arc::new(tree)))
     }
 
+    /// Mounts data roots as the shell's `--data` takes them: local
+    /// directories, `file://` URLs, and remote trees (`s3://bucket/prefix/`,
+    /// `gs://...`, `https://host/prefix/` with its manifest), several at
+    /// once with the same newer-release-wins merge. Remote trees are
+    /// mirrored into the cache ([`default_data_dir`]) first, so queries do
+    /// no network I/O; `options` are the store options given with them,
+    /// named like datafusion-cli's (`aws.region`, `aws.endpoint`, ...),
+    /// besides the standard `AWS_*` / `GOOGLE_*` environment. What the mirror
+    /// did goes to the `log` crate (an offline mirror in use is a warning).
+    pub async fn mount<S: AsRef<str>>(roots: &[S], options: &[(String, String)]) -> Result<Self> {
+        let mut log = |line: &str| match line.strip_prefix("warning: ") {
+            Some(warning) => log::warn!("{warning}"),
+            None => log::info!("{line}"),
+        };
+        Self::mount_in(&default_data_dir(), roots, options, &mut log).await
+    }
+
+    /// [`Self::mount`] with the mirrors kept under `cache` and their
+    /// one-line summaries (and offline warnings) given to `log`.
+    pub async fn mount_in<S: AsRef<str>>(
+        cache: &Path,
+        roots: &[S],
+        options: &[(String, String)],
+        log: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Self> {
+        let dirs = aicsql_remote::mount_roots(roots, options, cache, log)
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        Self::open(&dirs)
+    }
+
     /// Uses an already mounted tree (shared between sessions).
     pub fn with_tree(tree: Arc<DataTree>) -> Self {
         Self { tree, config: Self::default_config(), runtime: None }

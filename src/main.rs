@@ -221,7 +221,6 @@ async fn plot(
     Ok(())
 }
 
-/// The directories to mount: `--data` as given, else the cache (fetched if incomplete).
 /// The local trees to mount: the `--data` roots (remote ones mirrored into
 /// the cache first), else the cache, fetched if it is empty.
 async fn data_dirs(args: &Args) -> Result<Vec<PathBuf>> {
@@ -233,41 +232,20 @@ async fn data_dirs(args: &Args) -> Result<Vec<PathBuf>> {
         }
         return Ok(vec![cache]);
     }
-    let mut dirs = Vec::with_capacity(args.data.len());
-    for text in &args.data {
-        match DataRoot::parse(text, &args.data_option).map_err(|e| DataFusionError::External(Box::new(e)))? {
-            DataRoot::Local(dir) => dirs.push(dir),
-            DataRoot::Remote(tree) => dirs.push(mirror_remote(&tree, args.quiet).await?),
-        }
-    }
-    Ok(dirs)
+    mount_roots(&args.data, &args.data_option, args.quiet).await
 }
 
-/// Mirrors `tree` into the cache and says what it did on stderr.
-async fn mirror_remote(tree: &aicsql_remote::RemoteTree, quiet: bool) -> Result<PathBuf> {
-    // Warnings (an offline mirror in use) show even under --quiet.
+/// Mirrors the remote ones among `roots` into the cache and says what it
+/// did on stderr; warnings (an offline mirror in use) show even under --quiet.
+async fn mount_roots(roots: &[String], options: &[(String, String)], quiet: bool) -> Result<Vec<PathBuf>> {
     let mut log = move |line: &str| {
         if !quiet || line.starts_with("warning:") {
             eprintln!("aicsql: {line}");
         }
     };
-    let report = aicsql_remote::mirror(tree, &default_data_dir(), &mut log)
+    aicsql_remote::mount_roots(roots, options, &default_data_dir(), &mut log)
         .await
-        .map_err(|e| DataFusionError::External(Box::new(e)))?;
-    if !report.offline {
-        log(&format!(
-            "{}: {} files ({:.1} MB), {} fetched ({:.1} MB), {} removed, in {:.1} s; mirror at {}",
-            tree.url(),
-            report.files,
-            report.bytes as f64 / 1e6,
-            report.downloaded,
-            report.bytes_downloaded as f64 / 1e6,
-            report.removed,
-            report.elapsed.as_secs_f64(),
-            report.dir.display()
-        ));
-    }
-    Ok(report.dir)
+        .map_err(|e| DataFusionError::External(Box::new(e)))
 }
 
 async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
@@ -312,9 +290,10 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
 
     if let Some(Command::Data { action: DataAction::Mirror { url } }) = &args.command {
         match DataRoot::parse(url, &args.data_option).map_err(|e| DataFusionError::External(Box::new(e)))? {
-            DataRoot::Remote(tree) => {
-                let dir = mirror_remote(&tree, false).await?;
-                println!("{}", dir.display());
+            DataRoot::Remote(_) => {
+                for dir in mount_roots(std::slice::from_ref(url), &args.data_option, false).await? {
+                    println!("{}", dir.display());
+                }
             }
             DataRoot::Local(dir) => {
                 return Err(DataFusionError::Plan(format!(

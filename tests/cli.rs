@@ -2,6 +2,8 @@
 //! DataFusion SQL, and the fetch step's failure modes.
 
 mod common;
+#[path = "../crates/remote/tests/common/mod.rs"]
+mod servers;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -206,35 +208,6 @@ fn csv_output_is_not_truncated() {
     assert!(out.lines().count() < 20001, "--maxrows still applies when given");
 }
 
-/// A python3 -m http.server on 127.0.0.1 (a free port), killed on drop.
-struct HttpServer(std::process::Child, u16);
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(dir: &Path) -> HttpServer {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
-    let child = Command::new("python3")
-        .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
-        .arg(dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("python3 runs");
-    let server = HttpServer(child, port);
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "http.server did not listen within 20 s");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    server
-}
-
 /// One database of the published data served over HTTP with a manifest
 /// written by `aicsql data manifest`: the shell mirrors it and answers as
 /// from the local tree; bad roots and options fail naming them.
@@ -255,9 +228,9 @@ fn the_shell_mounts_a_tree_served_over_http() {
     let (ok, out, err) = run(Command::new(env!("CARGO_BIN_EXE_aicsql")).args(["data", "manifest"]).arg(&tree));
     assert!(ok && out.contains("aicsql-manifest.json"), "{out}{err}");
 
-    let server = serve(served.path());
+    let server = servers::HttpServer::start(served.path());
     let cache = tempfile::tempdir().expect("tempdir");
-    let url = format!("http://127.0.0.1:{}/aic", server.1);
+    let url = server.url("aic");
     let query =
         "SELECT count(*) AS n FROM aic.perf.gemm WHERE system='h200_sxm' AND backend='vllm' AND version='0.19.0'";
     let shell = || {
@@ -290,4 +263,83 @@ fn the_shell_mounts_a_tree_served_over_http() {
         let (ok, _, err) = run(cmd.args(["-c", "SELECT 1"]));
         assert!(!ok && err.contains(expected), "{root} {option:?}: {err}");
     }
+}
+
+/// One database of the published data in a real S3 server (moto): the shell
+/// mounts the bucket with `--data s3://...` and `--data-option`, answers as
+/// from the local tree, refreshes the mirror with `data mirror`, and
+/// DataFusion's own `CREATE EXTERNAL TABLE ... LOCATION 's3://...'` reads
+/// the same bucket with the same option names.
+#[test]
+fn the_shell_mounts_a_bucket_and_keeps_external_tables_on_s3() {
+    use object_store::path::Path as StorePath;
+    use object_store::{ObjectStoreExt, PutPayload};
+
+    let published = common::data_dir().join("aiconfigurator-0.10.0/aiconfigurator/systems");
+    let moto = servers::Moto::start();
+    moto.create_bucket("team-perf");
+    let store = moto.store("team-perf");
+    let db = "data/h200_sxm/vllm/0.19.0";
+    let mut uploads = vec![("h200_sxm.yaml".to_string(), published.join("h200_sxm.yaml"))];
+    for entry in std::fs::read_dir(published.join(db)).expect("published db") {
+        let path = entry.expect("entry").path();
+        if path.is_file() {
+            let name = path.file_name().expect("name").to_string_lossy().into_owned();
+            uploads.push((format!("{db}/{name}"), path));
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
+    for (key, path) in &uploads {
+        let bytes = std::fs::read(path).expect("read");
+        rt.block_on(store.put(&StorePath::from(format!("aic/systems/{key}")), PutPayload::from(bytes))).expect("put");
+    }
+
+    let cache = tempfile::tempdir().expect("tempdir");
+    let shell = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_aicsql"));
+        cmd.env("AICSQL_DATA", cache.path()).args(["--format", "csv", "--data", "s3://team-perf/aic"]);
+        for (key, value) in moto.options() {
+            cmd.args(["--data-option", &format!("{key}={value}")]);
+        }
+        cmd
+    };
+    let query =
+        "SELECT count(*) AS n FROM aic.perf.gemm WHERE system='h200_sxm' AND backend='vllm' AND version='0.19.0'";
+    let (ok, out, err) = run(shell().args(["-c", query]));
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().take(2).collect::<Vec<_>>(), ["n", "101004"], "{out}");
+    assert!(err.contains("s3://team-perf/aic/: ") && err.contains(" fetched"), "{err}");
+
+    // `data mirror` refreshes explicitly: nothing changed, nothing fetched.
+    let mut mirror = Command::new(env!("CARGO_BIN_EXE_aicsql"));
+    mirror.env("AICSQL_DATA", cache.path()).args(["data", "mirror", "s3://team-perf/aic"]);
+    for (key, value) in moto.options() {
+        mirror.args(["--data-option", &format!("{key}={value}")]);
+    }
+    let (ok, out, err) = run(&mut mirror);
+    assert!(ok && err.contains(", 0 fetched") && out.trim_end().ends_with("/tree"), "{out}{err}");
+
+    // DataFusion's external tables on the same bucket, options named alike.
+    let options = moto.options().into_iter().map(|(k, v)| format!("'{k}' '{v}'")).collect::<Vec<_>>().join(", ");
+    let location = format!("s3://team-perf/aic/systems/{db}/gemm_perf.parquet");
+    let (ok, out, err) = run(shell().args([
+        "-q",
+        "-c",
+        &format!("CREATE EXTERNAL TABLE g STORED AS PARQUET LOCATION '{location}' OPTIONS ({options})"),
+        "-c",
+        "SELECT count(*) AS n FROM g",
+        "-c",
+        &format!(
+            "COPY (SELECT * FROM g LIMIT 10) TO 's3://team-perf/out/ten.parquet' STORED AS PARQUET OPTIONS ({options})"
+        ),
+        "-c",
+        &format!(
+            "CREATE EXTERNAL TABLE ten STORED AS PARQUET LOCATION 's3://team-perf/out/ten.parquet' OPTIONS ({options})"
+        ),
+        "-c",
+        "SELECT count(*) AS n FROM ten",
+    ]));
+    assert!(ok, "{err}");
+    let counts: Vec<&str> = out.lines().filter(|l| l.chars().all(|c| c.is_ascii_digit())).collect();
+    assert_eq!(counts, ["101004", "10", "10"], "{out}");
 }

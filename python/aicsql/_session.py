@@ -7,10 +7,12 @@ compiled module."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import warnings
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import datafusion
 
@@ -49,22 +51,41 @@ if _internal.DATAFUSION_MAJOR != _SUPPORTED_MAJOR:  # pragma: no cover - a broke
 __version__ = _internal.__version__
 
 DataDirs = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]], None]
+DataOptions = Optional[Mapping[str, str]]
+
+_log = logging.getLogger("aicsql")
 
 
-def _data_dirs(data: DataDirs) -> list[str]:
-    if data is None:
-        dirs = [default_data_dir()]
-    elif isinstance(data, (str, os.PathLike)):
-        dirs = [data]
+def _mirror_log(line: str) -> None:
+    # An offline mirror in use is something the caller should see; the
+    # per-mirror summary is routine.
+    if line.startswith("warning: "):
+        warnings.warn(line[len("warning: "):], RuntimeWarning, stacklevel=4)
     else:
-        dirs = list(data)
-    for d in dirs:
+        _log.info(line)
+
+
+def _data_dirs(data: DataDirs, data_options: DataOptions = None) -> list[str]:
+    """The local directories to mount for ``data``: paths as given, ``file://``
+    URLs as their path, remote trees (``s3://``, ``gs://``, ``http(s)://``)
+    mirrored into the cache first, with ``data_options`` for their stores."""
+    if data is None:
+        roots = [default_data_dir()]
+    elif isinstance(data, (str, os.PathLike)):
+        roots = [data]
+    else:
+        roots = list(data)
+    texts = [os.fspath(r) for r in roots]
+    if any("://" in t for t in texts):
+        options = [(str(k), str(v)) for k, v in (data_options or {}).items()]
+        texts = [os.fspath(d) for d in _internal.mount_roots(texts, options, os.fspath(default_data_dir()), _mirror_log)]
+    for d in texts:
         if not Path(d).is_dir():
             raise FileNotFoundError(
-                f"aicsql data directory {os.fspath(d)!r} does not exist; fetch the data with "
-                f"`aicsql data fetch` (or `cargo run -- data fetch`) or pass data=<dir>"
+                f"aicsql data directory {d!r} does not exist; fetch the data with "
+                f"`aicsql data fetch` (or `cargo run -- data fetch`) or pass data=<dir or URL>"
             )
-    return [os.fspath(d) for d in dirs]
+    return texts
 
 
 _LIBRARIES: Dict[Tuple[str, ...], "_internal.Library"] = {}
@@ -101,14 +122,27 @@ def session_config(config: Optional[SessionConfig] = None, **settings: str) -> S
     return config.with_extension(Settings({k: str(v) for k, v in settings.items()}))
 
 
-def context(data: DataDirs = None, config: Optional[SessionConfig] = None, **settings: str) -> SessionContext:
-    """A new session with the ``aic`` settings, catalog and functions (both paths)."""
+def context(
+    data: DataDirs = None,
+    config: Optional[SessionConfig] = None,
+    *,
+    data_options: DataOptions = None,
+    **settings: str,
+) -> SessionContext:
+    """A new session with the ``aic`` settings, catalog and functions (both
+    paths); ``data`` and ``data_options`` as :func:`register` takes them."""
     ctx = SessionContext(session_config(config, **settings))
-    register(ctx, data)
+    register(ctx, data, data_options=data_options)
     return ctx
 
 
-def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = True) -> None:
+def register(
+    ctx: SessionContext,
+    data: DataDirs = None,
+    *,
+    data_options: DataOptions = None,
+    python_path: bool = True,
+) -> None:
     """Registers into ``ctx``: the ``aic`` catalog, the Rust functions
     (``gemm_latency``, ``gemm_sol``, ``gemm_trace``, ``step_latency``,
     ``engine_step``, ``estimate_agg``, ``estimate_disagg``, ``estimate_memory``,
@@ -118,8 +152,23 @@ def register(ctx: SessionContext, data: DataDirs = None, *, python_path: bool = 
     ``py_estimate_agg``, ``py_estimate_disagg``, ``py_estimate_memory``,
     ``py_search_agg``, ``py_search_disagg``, ``py_search_default``)
     reading the same data.
+
+    ``data`` is one data root or several (default: the cache): a directory,
+    ``file://...``, or a remote tree, ``s3://bucket/prefix/``,
+    ``gs://bucket/prefix/`` or ``https://host/prefix/`` (whose root holds the
+    ``aicsql-manifest.json`` that ``aicsql data manifest DIR`` writes). A
+    remote tree is mirrored into the cache first (only changed files), so
+    queries do no network I/O; an unreachable store with a complete mirror
+    is used offline with a ``RuntimeWarning``. ``data_options`` are its
+    store options, named like datafusion-cli's, e.g.
+    ``{"aws.region": "eu-west-1", "aws.endpoint": "http://127.0.0.1:9000"}``;
+    credentials also come from the standard ``AWS_*`` / ``GOOGLE_*``
+    environment. Bad URLs and options raise ``ValueError``, refused
+    credentials ``PermissionError``, a missing bucket or prefix
+    ``FileNotFoundError``, an unreachable store without a mirror
+    ``ConnectionError``.
     """
-    dirs = _data_dirs(data)
+    dirs = _data_dirs(data, data_options)
     library = _library(dirs)
     ctx.register_catalog_provider("aic", library.catalog())
     for function in library.scalar_functions():

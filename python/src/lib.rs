@@ -126,6 +126,55 @@ impl Library {
 /// The search functions' arguments: model, db, four counts, the two limits.
 const SEARCH: Arguments = Arguments { names: &aicsql_udfs::search_args::ARGS, texts: 2, arities: &[8], floats: 6 };
 
+/// The local directories for `roots` (paths, `file://`, `s3://`, `gs://`,
+/// `http(s)://`): remote trees mirrored into `cache` first (only changed
+/// files), with `options` (`aws.region`, ...) for their stores. Each
+/// mirror's one-line summary, and the warning when a complete mirror is
+/// used offline, go to `log(line)` when given. Runs without the GIL.
+#[pyfunction]
+#[pyo3(signature = (roots, options, cache, log=None))]
+fn mount_roots(
+    py: Python<'_>,
+    roots: Vec<String>,
+    options: Vec<(String, String)>,
+    cache: PathBuf,
+    log: Option<Py<PyAny>>,
+) -> PyResult<Vec<PathBuf>> {
+    let lines = py.detach(|| {
+        let mut lines = Vec::new();
+        let mut keep = |line: &str| lines.push(line.to_string());
+        runtime::handle()
+            .block_on(aicsql_remote::mount_roots(&roots, &options, &cache, &mut keep))
+            .map(|dirs| (dirs, lines))
+    });
+    let (dirs, lines) = lines.map_err(remote_error)?;
+    if let Some(log) = log {
+        for line in lines {
+            log.call1(py, (line,))?;
+        }
+    }
+    Ok(dirs)
+}
+
+/// Remote failures as Python exceptions a caller can tell apart: the
+/// credential and permission ones as `PermissionError`, a missing bucket,
+/// prefix or file as `FileNotFoundError`, an unreachable store as
+/// `ConnectionError`, a bad URL or option as `ValueError`, the rest
+/// (a corrupt file, the cache) as `OSError`. The message names the URL
+/// and what to do.
+fn remote_error(e: aicsql_remote::RemoteError) -> PyErr {
+    use aicsql_remote::RemoteError as E;
+    use pyo3::exceptions::{PyConnectionError, PyFileNotFoundError, PyOSError, PyPermissionError};
+    let text = e.to_string();
+    match e {
+        E::BadUrl { .. } | E::UnknownScheme { .. } | E::BadOption { .. } => PyValueError::new_err(text),
+        E::Unauthenticated { .. } | E::AccessDenied { .. } => PyPermissionError::new_err(text),
+        E::NotFound { .. } => PyFileNotFoundError::new_err(text),
+        E::Unreachable { .. } => PyConnectionError::new_err(text),
+        _ => PyOSError::new_err(text),
+    }
+}
+
 #[pymodule]
 fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -133,6 +182,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // refuses to import next to a datafusion wheel of another major.
     m.add("DATAFUSION_MAJOR", datafusion_ffi::version())?;
     m.add_class::<Library>()?;
+    m.add_function(wrap_pyfunction!(mount_roots, m)?)?;
     m.add_class::<Settings>()?;
     m.add_class::<ScalarFunction>()?;
     m.add_class::<TableFunction>()?;

@@ -80,7 +80,8 @@ impl fmt::Display for RemoteError {
             ),
             RemoteError::AccessDenied { url, detail } => write!(
                 f,
-                "data root '{url}': access denied ({detail}); the credentials in use may not list or read this prefix"
+                "data root '{url}': access denied ({detail}); the credentials in use may not list or read this prefix: \
+                 grant them list and read on it (on S3, s3:ListBucket on the bucket and s3:GetObject on the prefix) or give others"
             ),
             RemoteError::NotFound { url, detail } => {
                 write!(f, "data root '{url}': not found ({detail}); check the bucket, the prefix and the region")

@@ -9,9 +9,11 @@
 mod error;
 mod manifest;
 mod mirror;
+mod mount;
 mod root;
 
 pub use error::RemoteError;
 pub use manifest::{MANIFEST_FILE, Manifest, ManifestEntry, ManifestError, read_manifest, write_manifest};
 pub use mirror::{MirrorReport, complete_mirror, mirror, mirror_dir};
+pub use mount::{mount_roots, summary};
 pub use root::{DataRoot, RemoteTree, Scheme, parse_option};

@@ -4,31 +4,12 @@
 //! the offline fallback and a partial mirror that is never used.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
 
 use aicsql_remote::{DataRoot, RemoteError, RemoteTree, complete_mirror, mirror, write_manifest};
 
 mod common;
 
-use common::{ServerProcess, free_port};
-
-/// A `python3 -m http.server` serving `dir`, killed when dropped.
-struct Server(ServerProcess);
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let port = free_port();
-        let python = std::env::var("AICSQL_PYTHON").unwrap_or_else(|_| "python3".into());
-        let mut command = Command::new(python);
-        command.args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"]).arg(dir);
-        Server(ServerProcess::start(command, port, Duration::from_secs(20)))
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}/{path}", self.0.port)
-    }
-}
+use common::HttpServer as Server;
 
 fn remote(url: &str) -> RemoteTree {
     match DataRoot::parse(url, &[]).unwrap() {

@@ -3,98 +3,16 @@
 //! project's virtualenv; `AICSQL_MOTO` names another), on 127.0.0.1 and a
 //! free port, stopped at the end.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aicsql_remote::{DataRoot, RemoteError, RemoteTree, complete_mirror, mirror};
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 mod common;
 
-use common::{ServerProcess, free_port};
-
-struct Moto(ServerProcess);
-
-fn moto_server() -> PathBuf {
-    if let Ok(path) = std::env::var("AICSQL_MOTO") {
-        return PathBuf::from(path);
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/moto_server");
-    assert!(
-        venv.is_file(),
-        "moto_server not found at {} (run scripts/test, which installs it, or set AICSQL_MOTO)",
-        venv.display()
-    );
-    venv
-}
-
-impl Moto {
-    fn start() -> Moto {
-        Moto::start_with(&[])
-    }
-
-    /// `env`: e.g. moto's `INITIAL_NO_AUTH_ACTION_COUNT=0`, which makes it
-    /// check every request's credentials.
-    fn start_with(env: &[(&str, &str)]) -> Moto {
-        let port = free_port();
-        let mut command = Command::new(moto_server());
-        command.args(["-H", "127.0.0.1", "-p", &port.to_string()]).envs(env.iter().copied());
-        Moto(ServerProcess::start(command, port, Duration::from_secs(30)))
-    }
-
-    fn port(&self) -> u16 {
-        self.0.port
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port())
-    }
-
-    /// Creates a bucket (moto takes an unsigned PUT).
-    fn create_bucket(&self, bucket: &str) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port())).unwrap();
-        let request = format!(
-            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            self.port()
-        );
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        assert!(response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200"), "{response}");
-    }
-
-    fn options(&self) -> Vec<(String, String)> {
-        [
-            ("aws.endpoint", self.endpoint()),
-            ("aws.allow_http", "true".into()),
-            ("aws.region", "us-east-1".into()),
-            ("aws.access_key_id", "testing".into()),
-            ("aws.secret_access_key", "testing".into()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect()
-    }
-
-    fn store(&self, bucket: &str) -> Arc<dyn ObjectStore> {
-        let store = AmazonS3Builder::new()
-            .with_bucket_name(bucket)
-            .with_endpoint(self.endpoint())
-            .with_allow_http(true)
-            .with_region("us-east-1")
-            .with_access_key_id("testing")
-            .with_secret_access_key("testing")
-            .build()
-            .unwrap();
-        Arc::new(store)
-    }
-}
+use common::{Moto, free_port};
 
 fn remote(url: &str, options: &[(String, String)]) -> RemoteTree {
     match DataRoot::parse(url, options).unwrap() {
@@ -181,5 +99,50 @@ async fn refused_credentials_say_how_to_give_them() {
     let text = err.to_string();
     assert!(matches!(err, RemoteError::Unauthenticated { .. }), "{text}");
     assert!(text.contains("s3://team-perf/aic/") && text.contains("AWS_ACCESS_KEY_ID"), "{text}");
+    assert_eq!(complete_mirror(cache.path(), &tree), None);
+}
+
+/// Run by the virtualenv's Python (moto's server mode ships boto3): a
+/// bucket with one object, and an IAM user whose only policy allows
+/// another bucket. Prints the user's access key and secret.
+const IAM_SETUP: &str = r#"
+import json, sys, boto3
+kw = dict(endpoint_url=sys.argv[1], region_name="us-east-1",
+          aws_access_key_id="testing", aws_secret_access_key="testing")
+s3 = boto3.client("s3", **kw)
+s3.create_bucket(Bucket="team-perf")
+s3.put_object(Bucket="team-perf", Key="aic/systems/h200_sxm.yaml", Body=b"gpu: {}\n")
+iam = boto3.client("iam", **kw)
+iam.create_user(UserName="reader")
+key = iam.create_access_key(UserName="reader")["AccessKey"]
+iam.put_user_policy(UserName="reader", PolicyName="other-bucket-only", PolicyDocument=json.dumps({
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Action": "s3:*",
+                   "Resource": ["arn:aws:s3:::other-bucket", "arn:aws:s3:::other-bucket/*"]}]}))
+print(key["AccessKeyId"], key["SecretAccessKey"])
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_that_does_not_cover_the_tree_is_access_denied() {
+    // The five set-up actions run unauthenticated; every later request is
+    // checked against moto's IAM.
+    let moto = Moto::start_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "5")]);
+    let python = Moto::python();
+    let out = Command::new(&python).args(["-c", IAM_SETUP, &moto.endpoint()]).output().unwrap();
+    assert!(out.status.success(), "IAM set-up failed: {}", String::from_utf8_lossy(&out.stderr));
+    let keys = String::from_utf8(out.stdout).unwrap();
+    let (key, secret) = keys.trim().split_once(' ').expect("access key and secret");
+
+    let mut options = moto.options();
+    options.retain(|(k, _)| k != "aws.access_key_id" && k != "aws.secret_access_key");
+    options.push(("aws.access_key_id".into(), key.into()));
+    options.push(("aws.secret_access_key".into(), secret.into()));
+    let tree = remote("s3://team-perf/aic", &options);
+    let cache = tempfile::tempdir().unwrap();
+    let mut log = |line: &str| eprintln!("{line}");
+    let err = mirror(&tree, cache.path(), &mut log).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, RemoteError::AccessDenied { .. }), "{text}");
+    assert!(text.contains("s3://team-perf/aic/") && text.contains("s3:ListBucket"), "{text}");
     assert_eq!(complete_mirror(cache.path(), &tree), None);
 }

@@ -12,6 +12,7 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+pub mod gemm_check;
 pub mod step_goldens;
 
 /// The data cache the fetch step fills: `$AICSQL_DATA`, else

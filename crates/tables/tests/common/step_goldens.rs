@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use aicsql_tables::{OpRow, Phase, RowKind, StepError, StepQuery, StepReport, engine_step, step_latency};
+use aicsql_tables::{DataTree, OpRow, Phase, RowKind, StepError, StepQuery, StepReport, engine_step, step_latency};
 
 use super::{for_each_golden_batch, tree};
 
@@ -305,6 +305,11 @@ pub fn compare_error(c: &mut Counts, g: &Golden, spec_error: &str, ours: Result<
 /// (the family goldens record lookups as JSON instead). Returns the counts
 /// and the number of error goldens.
 pub fn run(rows: &[Golden], lookups: bool) -> (Counts, usize, usize) {
+    run_on(tree(), rows, lookups)
+}
+
+/// [`run`] on another mounted tree (a mirror of a remote one, say).
+pub fn run_on(tree: &DataTree, rows: &[Golden], lookups: bool) -> (Counts, usize, usize) {
     let mut groups: Vec<((String, String), Vec<&Golden>)> = Vec::new();
     for g in rows {
         let key = (g.config_id.clone(), g.phase.clone());
@@ -322,7 +327,7 @@ pub fn run(rows: &[Golden], lookups: bool) -> (Counts, usize, usize) {
             other => panic!("{config}: unknown phase {other}"),
         };
         let q = query(rows[0], phase);
-        let ours = engine_step(tree(), &q);
+        let ours = engine_step(tree, &q);
         if let Some(spec_error) = rows.iter().find_map(|g| g.error.clone()) {
             error_goldens += 1;
             compare_error(&mut c, rows[0], &spec_error, ours);
@@ -332,7 +337,7 @@ pub fn run(rows: &[Golden], lookups: bool) -> (Counts, usize, usize) {
             Ok(report) => {
                 compare_phase(&mut c, rows, &report, phase, lookups);
                 // The fast path gives the same bits.
-                match step_latency(tree(), &q) {
+                match step_latency(tree, &q) {
                     Ok(v) if v.to_bits() == report.total_ms.to_bits() => {}
                     other => {
                         c.mismatched += 1;
