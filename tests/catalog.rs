@@ -2,6 +2,8 @@
 //! both layouts, release precedence, laziness and the error paths.
 
 mod common;
+#[path = "../crates/remote/tests/common/mod.rs"]
+mod servers;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -206,4 +208,44 @@ async fn superset_schema_fills_missing_columns_with_null() {
     let b = batches[0].column(1).as_any().downcast_ref::<Int64Array>().expect("i64").value(0);
     assert!(a > 0 && b > 0, "both column variants should be present: {a} {b}");
     assert_eq!(batches[0].column(0).null_count(), 0);
+}
+
+/// `SessionBuilder::mount_in` takes URLs as the shell's `--data` does: a
+/// tree served over HTTP (with its manifest) beside a local one, the remote
+/// one mirrored into the given cache, both merged into one catalog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_builder_mounts_urls_and_directories_together() {
+    let served = tempfile::tempdir().expect("tempdir");
+    let tree = served.path().join("aic");
+    common::copy_published_db(&tree, "vllm/0.19.0");
+    aicsql_remote::write_manifest(&tree).expect("manifest");
+    let server = servers::HttpServer::start(served.path());
+    let local = tempfile::tempdir().expect("tempdir");
+    common::copy_published_db(local.path(), "sglang/0.5.10");
+
+    let cache = tempfile::tempdir().expect("tempdir");
+    let mut lines = Vec::new();
+    let mut log = |line: &str| lines.push(line.to_string());
+    let roots = [server.url("aic"), format!("file://{}", local.path().display())];
+    let builder = SessionBuilder::mount_in(cache.path(), &roots, &[], &mut log).await.expect("mount");
+    assert!(lines.iter().any(|l| l.starts_with(&format!("{}/: ", server.url("aic")))), "{lines:?}");
+    let ctx = builder.build();
+    let batches = ctx
+        .sql("SELECT backend || '/' || version, count(*) FROM aic.perf.gemm WHERE system = 'h200_sxm' GROUP BY 1 ORDER BY 1")
+        .await
+        .expect("plan")
+        .collect()
+        .await
+        .expect("scan");
+    let dbs = batches[0].column(0).as_any().downcast_ref::<StringArray>().expect("db");
+    let counts = batches[0].column(1).as_any().downcast_ref::<Int64Array>().expect("count");
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 2, "one database from each root");
+    assert_eq!((dbs.value(0), dbs.value(1)), ("sglang/0.5.10", "vllm/0.19.0"));
+    assert_eq!(counts.value(1), 101_004);
+
+    let err =
+        SessionBuilder::mount_in(cache.path(), &["s3://bucket/aic"], &[("region".into(), "x".into())], &mut |_| {})
+            .await
+            .expect_err("an option without its namespace");
+    assert!(err.to_string().contains("aws.region"), "{err}");
 }

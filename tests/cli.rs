@@ -213,18 +213,9 @@ fn csv_output_is_not_truncated() {
 /// from the local tree; bad roots and options fail naming them.
 #[test]
 fn the_shell_mounts_a_tree_served_over_http() {
-    let published = common::data_dir().join("aiconfigurator-0.10.0/aiconfigurator/systems");
     let served = tempfile::tempdir().expect("tempdir");
     let tree = served.path().join("aic");
-    let db = tree.join("systems/data/h200_sxm/vllm/0.19.0");
-    std::fs::create_dir_all(&db).expect("mkdir");
-    std::fs::copy(published.join("h200_sxm.yaml"), tree.join("systems/h200_sxm.yaml")).expect("copy yaml");
-    for entry in std::fs::read_dir(published.join("data/h200_sxm/vllm/0.19.0")).expect("published db") {
-        let entry = entry.expect("entry");
-        if entry.path().is_file() {
-            std::fs::copy(entry.path(), db.join(entry.file_name())).expect("copy table");
-        }
-    }
+    common::copy_published_db(&tree, "vllm/0.19.0");
     let (ok, out, err) = run(Command::new(env!("CARGO_BIN_EXE_aicsql")).args(["data", "manifest"]).arg(&tree));
     assert!(ok && out.contains("aicsql-manifest.json"), "{out}{err}");
 
@@ -275,18 +266,17 @@ fn the_shell_mounts_a_bucket_and_keeps_external_tables_on_s3() {
     use object_store::path::Path as StorePath;
     use object_store::{ObjectStoreExt, PutPayload};
 
-    let published = common::data_dir().join("aiconfigurator-0.10.0/aiconfigurator/systems");
+    let local = tempfile::tempdir().expect("tempdir");
+    common::copy_published_db(local.path(), "vllm/0.19.0");
     let moto = servers::Moto::start();
     moto.create_bucket("team-perf");
     let store = moto.store("team-perf");
     let db = "data/h200_sxm/vllm/0.19.0";
-    let mut uploads = vec![("h200_sxm.yaml".to_string(), published.join("h200_sxm.yaml"))];
-    for entry in std::fs::read_dir(published.join(db)).expect("published db") {
+    let mut uploads = vec![("h200_sxm.yaml".to_string(), local.path().join("systems/h200_sxm.yaml"))];
+    for entry in std::fs::read_dir(local.path().join("systems").join(db)).expect("copied db") {
         let path = entry.expect("entry").path();
-        if path.is_file() {
-            let name = path.file_name().expect("name").to_string_lossy().into_owned();
-            uploads.push((format!("{db}/{name}"), path));
-        }
+        let name = path.file_name().expect("name").to_string_lossy().into_owned();
+        uploads.push((format!("{db}/{name}"), path));
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio");
     for (key, path) in &uploads {

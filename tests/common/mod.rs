@@ -45,3 +45,20 @@ pub fn goldens_dir() -> PathBuf {
     );
     dir
 }
+
+/// One database of the published data (`backend/version` of h200_sxm in
+/// aiconfigurator 0.10.0, with the system's yaml) copied into `tree` in the
+/// published layout (`systems/...`): a small real tree for the remote-tree
+/// tests. The GEMM table of `vllm/0.19.0` has 101,004 rows.
+pub fn copy_published_db(tree: &std::path::Path, backend_version: &str) {
+    let published = data_dir().join("aiconfigurator-0.10.0/aiconfigurator/systems");
+    let db = tree.join("systems/data/h200_sxm").join(backend_version);
+    std::fs::create_dir_all(&db).expect("mkdir");
+    std::fs::copy(published.join("h200_sxm.yaml"), tree.join("systems/h200_sxm.yaml")).expect("copy yaml");
+    for entry in std::fs::read_dir(published.join("data/h200_sxm").join(backend_version)).expect("published db") {
+        let entry = entry.expect("entry");
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), db.join(entry.file_name())).expect("copy table");
+        }
+    }
+}
