@@ -48,6 +48,12 @@ pub enum RemoteError {
         path: String,
         reason: String,
     },
+    /// A file was replaced between the listing and its download (its ETag
+    /// no longer matched); the download was dropped.
+    Changed {
+        url: String,
+        path: String,
+    },
     /// Any other store failure.
     Store {
         url: String,
@@ -82,6 +88,11 @@ impl fmt::Display for RemoteError {
                 f,
                 "data root '{url}': access denied ({detail}); the credentials in use may not list or read this prefix: \
                  grant them list and read on it (on S3, s3:ListBucket on the bucket and s3:GetObject on the prefix) or give others"
+            ),
+            RemoteError::Changed { url, path } => write!(
+                f,
+                "data root '{url}': {path} changed while it was being mirrored (someone is writing the tree); \
+                 nothing of it was kept and the mirror is not marked complete: run the command again"
             ),
             RemoteError::NotFound { url, detail } => {
                 write!(f, "data root '{url}': not found ({detail}); check the bucket, the prefix and the region")

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as StorePath;
-use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt, RetryConfig};
+use object_store::{BackoffConfig, ClientConfigKey, GetOptions, ObjectStore, ObjectStoreExt, RetryConfig};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -56,6 +56,10 @@ struct Listed {
     stamp: Stamp,
     /// The digest a download must have (HTTP trees).
     sha256: Option<String>,
+    /// The listing's ETag (S3, GCS): the GET is conditional on it, so the
+    /// bytes mirrored are the ones the recorded stamp describes even when
+    /// the object is replaced between the listing and the download.
+    etag: Option<String>,
 }
 
 /// What a mirror run did.
@@ -201,6 +205,7 @@ async fn list(tree: &RemoteTree, store: &dyn ObjectStore, prefix: &StorePath) ->
                 location: StorePath::from_iter(e.path.split('/')),
                 stamp: Stamp { size: e.size, tag: format!("sha256:{}", e.sha256) },
                 sha256: Some(e.sha256),
+                etag: None,
                 path: e.path,
             })
             .collect());
@@ -218,7 +223,13 @@ async fn list(tree: &RemoteTree, store: &dyn ObjectStore, prefix: &StorePath) ->
             Some(etag) => format!("etag:{etag}"),
             None => format!("modified:{}", meta.last_modified.to_rfc3339()),
         };
-        out.push(Listed { path, location: meta.location, stamp: Stamp { size: meta.size, tag }, sha256: None });
+        out.push(Listed {
+            path,
+            location: meta.location,
+            stamp: Stamp { size: meta.size, tag },
+            sha256: None,
+            etag: meta.e_tag,
+        });
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
@@ -232,7 +243,13 @@ async fn download(url: &str, store: &dyn ObjectStore, file: &Listed, target: &Pa
     let name = target.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let staging = dir.join(format!(".{name}.partial"));
     let result = async {
-        let got = store.get(&file.location).await.map_err(|e| RemoteError::from_store(url, e))?;
+        let options = GetOptions { if_match: file.etag.clone(), ..GetOptions::default() };
+        let got = store.get_opts(&file.location, options).await.map_err(|e| match e {
+            object_store::Error::Precondition { .. } => {
+                RemoteError::Changed { url: url.to_string(), path: file.path.clone() }
+            }
+            e => RemoteError::from_store(url, e),
+        })?;
         let mut stream = got.into_stream();
         let mut out = std::fs::File::create(&staging).map_err(cache_error("write", &staging))?;
         let mut hasher = Sha256::new();
@@ -387,4 +404,42 @@ fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()>
     out.write_all(bytes)?;
     out.sync_all()?;
     std::fs::rename(&staging, dir.join(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+    use object_store::{PutPayload, PutResult};
+
+    use super::*;
+
+    async fn put(store: &InMemory, path: &str, bytes: &'static [u8]) -> PutResult {
+        store.put(&StorePath::from(path), PutPayload::from_static(bytes)).await.unwrap()
+    }
+
+    fn listed(path: &str, size: u64, etag: Option<String>) -> Listed {
+        let tag = format!("etag:{}", etag.clone().unwrap_or_default());
+        Listed { path: path.into(), location: StorePath::from(path), stamp: Stamp { size, tag }, sha256: None, etag }
+    }
+
+    /// The GET is conditional on the listed ETag: the listed version lands,
+    /// a version replaced since the listing is refused and leaves nothing.
+    #[tokio::test]
+    async fn a_file_replaced_after_the_listing_is_not_mirrored() {
+        let store = InMemory::new();
+        let dir = tempfile::tempdir().unwrap();
+        let first = put(&store, "aic/a.txt", b"first").await;
+        let target = dir.path().join("a.txt");
+        let file = listed("aic/a.txt", 5, first.e_tag.clone());
+        assert_eq!(download("mem://t/", &store, &file, &target).await.unwrap(), 5);
+        assert_eq!(std::fs::read(&target).unwrap(), b"first");
+
+        put(&store, "aic/a.txt", b"second").await;
+        let stale = dir.path().join("b.txt");
+        let err = download("mem://t/", &store, &file, &stale).await.unwrap_err();
+        assert!(matches!(err, RemoteError::Changed { .. }), "{err}");
+        assert!(err.to_string().contains("aic/a.txt changed while it was being mirrored"), "{err}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("a.txt")], "no staging file, no b.txt");
+    }
 }
