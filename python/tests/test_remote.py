@@ -43,12 +43,13 @@ def _free_port() -> int:
 class Moto:
     """moto's S3 server on 127.0.0.1 at a free port; stopped by ``stop``."""
 
-    def __init__(self):
+    def __init__(self, **env: str):
         self.port = _free_port()
         self.process = subprocess.Popen(
             [_moto_server(), "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env={**os.environ, **env},
         )
         deadline = time.monotonic() + 30
         while True:
@@ -188,6 +189,16 @@ def test_errors_are_python_exceptions_naming_the_url(bucket, cache):
     assert not (cache / ".remote").exists() or not any(
         (m / "complete").exists() for m in (cache / ".remote").iterdir()
     )
+
+
+def test_refused_credentials_are_a_permission_error(cache):
+    # moto checking every request's credentials knows no access key.
+    moto = Moto(INITIAL_NO_AUTH_ACTION_COUNT="0")
+    try:
+        with pytest.raises(PermissionError, match="AWS_ACCESS_KEY_ID.*data_options"):
+            aicsql.context(data="s3://team-perf/aic", data_options=moto.options)
+    finally:
+        moto.stop()
 
 
 def test_an_unreachable_store_with_a_complete_mirror_works_offline(published_subset, cache):

@@ -82,7 +82,7 @@ impl fmt::Display for RemoteError {
             RemoteError::BadOption { url, key, reason } => write!(f, "data root '{url}': option '{key}': {reason}"),
             RemoteError::Unauthenticated { url, detail } => write!(
                 f,
-                "data root '{url}': the store refused the credentials ({detail}); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or GOOGLE_APPLICATION_CREDENTIALS), or give --data-option aws.access_key_id=... aws.secret_access_key=..., or aws.skip_signature=true for a public bucket"
+                "data root '{url}': the store refused the credentials ({detail}); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or GOOGLE_APPLICATION_CREDENTIALS), or give the options aws.access_key_id and aws.secret_access_key (--data-option in the shell, data_options in Python), or aws.skip_signature=true for a public bucket"
             ),
             RemoteError::AccessDenied { url, detail } => write!(
                 f,
