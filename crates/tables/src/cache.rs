@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::error::{Result, TablesError};
 use crate::gemm::GemmTable;
 use crate::kernels::{
-    AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextMlaModuleTable, ContextMlaTable,
+    AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextMlaModuleTable, ContextMlaTable, GdnTable,
     GenerationAttentionTable, GenerationMlaModuleTable, GenerationMlaTable, MlaBmmTable, MoeTable, NcclTable,
     ScaleMatrixTable,
 };
@@ -118,6 +118,7 @@ pub struct TableCache {
     pub(crate) mla_bmm: Slots<(DbKey, bool), MlaBmmTable>,
     pub(crate) mla_context_module: Slots<(DbKey, bool), ContextMlaModuleTable>,
     pub(crate) mla_generation_module: Slots<(DbKey, bool), GenerationMlaModuleTable>,
+    pub(crate) gdn: Slots<(DbKey, bool), GdnTable>,
     /// `op_kernel_source_manifest.yaml`, parsed once.
     pub(crate) manifests: Slots<PathBuf, serde_yaml_ng::Value>,
     pub(crate) systems: Slots<String, (SystemSpec, PathBuf)>,

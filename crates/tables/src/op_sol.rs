@@ -108,6 +108,33 @@ impl OpSol {
         div(Num::Int(i128::from(factor) * i128::from(m) * i128::from(k)), self.mem_bw) * 1000.0
     }
 
+    /// The memory roofline of a gated-delta-net kernel (bytes read plus
+    /// written over the raw `mem_bw`, no empirical factor or constant;
+    /// families_qwen35_gemma4.md 2.4). `seq_len`: the prompt length of a
+    /// context kernel, `None` for a decode step.
+    pub fn gdn(&self, kernel: &str, batch: i64, seq_len: Option<i64>, shape: &crate::kernels::GdnShape) -> f64 {
+        let i = i128::from;
+        let (b, s) = (i(batch), seq_len.map(i).filter(|s| *s != 0));
+        let x = s.map_or(b, |s| b * s);
+        let (key, value) = (i(shape.k_heads) * i(shape.k_head_dim), i(shape.v_heads) * i(shape.v_head_dim));
+        let state = i(shape.v_heads) * i(shape.k_head_dim) * i(shape.v_head_dim);
+        let bytes = match kernel {
+            "causal_conv1d_fn" | "causal_conv1d_update" => {
+                let channels = key + value;
+                x * channels * (i(shape.d_conv) + 1) * 2 + x * channels * 2
+            }
+            "chunk_gated_delta_rule" => {
+                let chunks = s.map_or(0, |s| (s / 64) * state * 2 * b);
+                (x * (key + value) * 2 + state * 2 * b + chunks) + (x * value * 2 + state * 2 * b + chunks)
+            }
+            "fused_sigmoid_gating_delta_rule_update" => {
+                (x * (key + value) * 2 + state * 2 * b) + (x * value * 2 + state * 2 * b)
+            }
+            _ => x * i(shape.d_model) * 2 * 2,
+        };
+        div(Num::Int(bytes), self.mem_bw) * 1000.0
+    }
+
     /// A pipeline hand-off of `bytes` (no table: the spec's formula in
     /// every database mode): `(bytes / inter_node_bw + p2p_latency) * 1000`.
     pub fn p2p(&self, bytes: i64) -> f64 {

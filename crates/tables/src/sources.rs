@@ -80,6 +80,8 @@ pub const MLA_GENERATION_MODULE_FILE: TableFile = TableFile {
     family: "mla",
     label: "generation MLA module",
 };
+/// Gated-delta-net kernels (Qwen3.5), under `linear_attention/`.
+pub const GDN_FILE: TableFile = TableFile { table: "gdn", file: "gdn_perf", family: "linear_attention", label: "GDN" };
 /// NCCL lives under `comm/nccl/<nccl_version>/` (legacy `nccl/<nccl_version>/`):
 /// discovery sees backend `nccl`, version = the NCCL version.
 pub const NCCL_FILE: TableFile = TableFile { table: "nccl", file: "nccl_perf", family: "comm", label: "NCCL" };

@@ -39,3 +39,56 @@ fn every_wave_one_family_golden_row() {
     }
     assert!(failed.is_empty(), "not bit-identical: {failed:?}");
 }
+
+/// The second-wave families priced so far (docs/spec/families_qwen35_gemma4.md):
+/// every wave-2 row of Qwen3.5 (dense and MoE, gated-delta-net layers) and
+/// Gemma 4 (sliding-window / global layers), compared as above.
+const WAVE_TWO_PRICED: [&str; 3] = ["Qwen/Qwen3.5-27B", "Qwen/Qwen3.5-35B-A3B", "google/gemma-4-26B-A4B"];
+
+#[test]
+fn every_wave_two_golden_row_of_the_priced_families() {
+    let all: Vec<Golden> = goldens("family_step_goldens.parquet")
+        .into_iter()
+        .filter(|g| g.wave == 2 && WAVE_TWO_PRICED.contains(&g.model.as_str()))
+        .collect();
+    let mut by_model: BTreeMap<String, Vec<Golden>> = BTreeMap::new();
+    for g in &all {
+        by_model.entry(g.model.clone()).or_default().push(g.clone());
+    }
+    assert_eq!(by_model.len(), WAVE_TWO_PRICED.len(), "expected goldens of {WAVE_TWO_PRICED:?}");
+    let mut failed = Vec::new();
+    for (model, rows) in &by_model {
+        let (c, groups, errors) = run(rows, false);
+        println!(
+            "{model}: {} rows, {groups} config-phases ({errors} error goldens): {} bit-identical, {} within 1e-12, {} mismatched",
+            rows.len(),
+            c.bit_identical,
+            c.within_1e12,
+            c.mismatched
+        );
+        for f in c.failures.iter().take(12) {
+            println!("  FAIL {f}");
+        }
+        assert!(groups >= 4, "{model}: {groups} config-phases");
+        if c.mismatched > 0 || c.within_1e12 > 0 || c.errors_matched != errors {
+            failed.push(model.clone());
+        }
+    }
+    assert!(failed.is_empty(), "not bit-identical: {failed:?}");
+}
+
+/// The wave-2 families not priced yet fail naming their family, never with a number.
+#[test]
+fn the_other_wave_two_families_are_refused_by_name() {
+    use aicsql_tables::{Phase, step_latency};
+    let rows: Vec<Golden> = goldens("family_step_goldens.parquet")
+        .into_iter()
+        .filter(|g| g.wave == 2 && !WAVE_TWO_PRICED.contains(&g.model.as_str()) && g.row_kind == "step_total")
+        .collect();
+    assert!(!rows.is_empty());
+    for g in &rows {
+        let phase = if g.phase == "context" { Phase::Context } else { Phase::Generation };
+        let err = step_latency(common::tree(), &common::step_goldens::query(g, phase)).expect_err(&g.model);
+        assert!(err.to_string().contains("family is not implemented yet"), "{}: {err}", g.model);
+    }
+}

@@ -6,6 +6,7 @@
 
 mod allreduce;
 mod context_attention;
+mod gdn;
 mod generation_attention;
 mod mla;
 mod moe;
@@ -26,6 +27,7 @@ use crate::system::{SystemSpec, system_spec};
 
 pub use allreduce::AllReduceTable;
 pub use context_attention::{ContextAttentionTable, CtxAttnQuery};
+pub use gdn::{GdnAnswer, GdnKernel, GdnShape, GdnTable};
 pub use generation_attention::{GenAttnQuery, GenAttnResult, GenerationAttentionTable};
 pub use mla::{
     ContextMlaModuleTable, ContextMlaTable, CtxMlaQuery, GenerationMlaModuleTable, GenerationMlaTable, MlaBmmTable,

@@ -10,8 +10,8 @@ use crate::gemm::{GemmPlan, GemmTable};
 use crate::grid::GridPath;
 use crate::kernels::{
     AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextMlaModuleTable, ContextMlaTable, CtxAttnQuery,
-    CtxMlaQuery, DatabaseTable, GenAttnQuery, GenerationAttentionTable, GenerationMlaModuleTable, GenerationMlaTable,
-    KernelMiss, MlaBmmTable, MoeQuery, MoeShape, MoeTable, NcclTable, ScaleMatrixTable,
+    CtxMlaQuery, DatabaseTable, GdnAnswer, GdnTable, GenAttnQuery, GenerationAttentionTable, GenerationMlaModuleTable,
+    GenerationMlaTable, KernelMiss, MlaBmmTable, MoeQuery, MoeShape, MoeTable, NcclTable, ScaleMatrixTable,
 };
 use crate::modes::MoeQuant;
 use crate::op_sol::OpSol;
@@ -89,6 +89,7 @@ pub(crate) struct Tables<'a> {
     mla_bmm: Option<Arc<MlaBmmTable>>,
     mla_context_module: Option<Arc<ContextMlaModuleTable>>,
     mla_generation_module: Option<Arc<GenerationMlaModuleTable>>,
+    gdn: Option<Arc<GdnTable>>,
     /// The fp8_static GEMM roofline (its floor), built on first use.
     fp8_static_sol: Option<Arc<GemmSol>>,
 }
@@ -228,6 +229,7 @@ impl<'a> Tables<'a> {
             mla_bmm: None,
             mla_context_module: None,
             mla_generation_module: None,
+            gdn: None,
             fp8_static_sol: None,
         })
     }
@@ -311,6 +313,10 @@ impl<'a> Tables<'a> {
 
     fn mla_bmm(&mut self) -> Result<Arc<MlaBmmTable>, TablesError> {
         self.kernel_table(|t| &mut t.mla_bmm)
+    }
+
+    fn gdn(&mut self) -> Result<Arc<GdnTable>, TablesError> {
+        self.kernel_table(|t| &mut t.gdn)
     }
 
     /// The database's table of kind `T` in the slot `slot` picks, loaded on first use.
@@ -540,6 +546,22 @@ impl<'a> Tables<'a> {
                 let lookup = Lookup::MlaBmm { tokens: at.batch, heads, quant, pre };
                 let table = self.mla_bmm().map_err(|e| load_failure(e, at.name, lookup))?;
                 silicon(table.query(at.batch, heads, quant, pre).map_err(|m| kernel_miss(m, at.name, lookup))?, lookup)
+            }
+            OpSpec::Gdn { kernel, shape } => {
+                let seq_len = kernel.is_context().then_some(at.s);
+                let lookup = Lookup::Gdn { kernel, batch: at.batch, seq_len, shape };
+                let table = self.gdn().map_err(|e| load_failure(e, at.name, lookup))?;
+                match table.query(kernel, at.batch, at.s, &shape) {
+                    GdnAnswer::Table(latency, path) => silicon((latency, path), lookup),
+                    // Nothing in the table to anchor the query: the spec
+                    // answers with the roofline rather than a miss.
+                    GdnAnswer::Roofline(latency) => OpValue {
+                        per_app: latency,
+                        lookup: Some(lookup),
+                        path: Some(Path::Named("sol_fallback")),
+                        source: "sol",
+                    },
+                }
             }
             OpSpec::Fallback { .. } | OpSpec::Overlap { .. } => {
                 return Err(StepError::Data(TablesError::Internal(format!(

@@ -8,11 +8,13 @@
 
 mod deepseek;
 mod eval;
+mod gemma4;
 mod gemms;
 mod hybrid;
 mod model;
 mod ops;
 mod quants;
+mod qwen35;
 mod types;
 mod weights;
 
@@ -420,6 +422,8 @@ fn quant_label(op: &Op) -> String {
         OpSpec::ContextMla { fmha, kv, .. } => format!("fmha={fmha},kv={kv}"),
         OpSpec::GenerationMla { kv, .. } => format!("kv={kv}"),
         OpSpec::MlaBmm { quant, .. } => quant.name().into(),
+        // GDN kernels ignore every quant mode.
+        OpSpec::Gdn { .. } => String::new(),
         // As the spec reports them: a composite has no quant of its own.
         OpSpec::Fallback { .. } | OpSpec::Overlap { .. } => String::new(),
     }

@@ -8,7 +8,9 @@ use crate::discovery::DataTree;
 use crate::error::TablesError;
 use crate::model::{ModelConfig, read_model_config};
 use crate::step::StepShape;
+use crate::step::gemma4::Gemma4;
 use crate::step::hybrid::Hybrid;
+use crate::step::qwen35::Qwen35;
 use crate::step::types::StepError;
 
 /// Op-list builders of the spec.
@@ -23,11 +25,16 @@ pub(crate) enum Family {
     /// DEEPSEEK and KIMIK25: MLA attention, MoE plus a shared expert
     /// (docs/spec/families_mla_gptoss_fp8static.md 3).
     Mla,
+    /// Qwen3.5: gated-delta-net and full-attention layers, dense or MoE
+    /// (docs/spec/families_qwen35_gemma4.md 1).
+    Qwen35,
+    /// Gemma 4: sliding-window and global layers, shared MLP plus experts
+    /// (docs/spec/families_qwen35_gemma4.md 3).
+    Gemma4,
 }
 
 /// The spec's families this crate does not build yet: refused by name.
-const LATER_FAMILIES: [&str; 7] =
-    ["DEEPSEEKV32", "DEEPSEEKV4", "NEMOTRONH", "QWEN35", "GEMMA4MIX", "NEMOTRONNAS", "MINIMAXM3"];
+const LATER_FAMILIES: [&str; 5] = ["DEEPSEEKV32", "DEEPSEEKV4", "NEMOTRONH", "NEMOTRONNAS", "MINIMAXM3"];
 
 /// The dimensions the op lists use, with the spec's fallbacks applied.
 #[derive(Debug, Clone)]
@@ -52,6 +59,10 @@ pub(crate) struct ModelDesc {
     pub gpt_oss: bool,
     /// HYBRIDMOE's layer patterns and SWA dimensions.
     pub hybrid: Option<Hybrid>,
+    /// QWEN35's layer counts and GDN shape.
+    pub qwen35: Option<Qwen35>,
+    /// GEMMA4MIX's layer counts and per-type attention.
+    pub gemma4: Option<Gemma4>,
     /// DEEPSEEK / KIMIK25: `v_head_dim` (0 when absent), the head size of
     /// vllm's attention fallback.
     pub v_head_dim: i64,
@@ -104,6 +115,8 @@ impl ModelDesc {
             Some("MOE" | "QWEN3VL_MOE") => Family::Moe,
             Some("HYBRIDMOE") => Family::HybridMoe,
             Some("DEEPSEEK" | "KIMIK25") => Family::Mla,
+            Some("QWEN35") => Family::Qwen35,
+            Some("GEMMA4MIX") => Family::Gemma4,
             Some(later) if LATER_FAMILIES.contains(&later) => {
                 return Err(StepError::input(format!(
                     "unsupported architecture {architecture}: the spec's {later} family is not implemented yet"
@@ -137,13 +150,15 @@ impl ModelDesc {
             experts: cfg.num_experts.unwrap_or(0),
             moe_inter: cfg.moe_intermediate_size.or(cfg.intermediate_size).unwrap_or(0),
             use_qk_norm: cfg.use_qk_norm,
-            distribution: if matches!(family, Family::HybridMoe | Family::Mla) {
+            distribution: if matches!(family, Family::HybridMoe | Family::Mla | Family::Gemma4) {
                 "power_law_1.01"
             } else {
                 "power_law_1.2"
             },
             gpt_oss: architecture == "GptOssForCausalLM",
             hybrid: None,
+            qwen35: None,
+            gemma4: None,
             v_head_dim: 0,
             moe_block: None,
             spec_family: cfg.family.unwrap_or_default(),
@@ -153,6 +168,18 @@ impl ModelDesc {
         let mut desc = desc;
         if family == Family::HybridMoe {
             desc.hybrid = Some(Hybrid::from_config(cfg, desc.layers)?);
+        }
+        if family == Family::Qwen35 {
+            desc.qwen35 = Some(Qwen35::from_config(cfg, desc.layers, desc.hidden)?);
+        }
+        if family == Family::Gemma4 {
+            desc.gemma4 = Some(Gemma4::from_config(cfg, desc.layers)?);
+            if desc.topk < 1 || desc.experts < 1 {
+                return Err(StepError::input(format!(
+                    "{}: dense Gemma 4 variants (no routed experts) are not priced yet",
+                    cfg.path.display()
+                )));
+            }
         }
         if family == Family::Mla {
             desc.v_head_dim = cfg.int("v_head_dim").map_err(StepError::Data)?.unwrap_or(0);
@@ -166,7 +193,9 @@ impl ModelDesc {
                 cfg.quantization_config.get("weight_block_size").and_then(|b| b.get(0)).and_then(|b| b.as_i64());
             desc.moe_block = Some(block.unwrap_or(128));
         }
-        if desc.family != Family::Llama && (desc.topk < 1 || desc.experts < 1) {
+        // A dense Qwen3.5 is no MoE model; every other family but LLAMA is.
+        let dense_qwen35 = family == Family::Qwen35 && desc.experts == 0;
+        if desc.family != Family::Llama && !dense_qwen35 && (desc.topk < 1 || desc.experts < 1) {
             return Err(StepError::input(format!(
                 "{}: a MoE model needs num_experts_per_tok and a number of experts",
                 cfg.path.display()
@@ -190,7 +219,11 @@ impl ModelDesc {
     }
 
     pub fn is_moe(&self) -> bool {
-        self.family != Family::Llama
+        match self.family {
+            Family::Llama => false,
+            Family::Qwen35 => self.experts > 0,
+            _ => true,
+        }
     }
 
     /// Splits the model over `tp` GPUs per attention-data-parallel rank,
@@ -220,6 +253,19 @@ impl ModelDesc {
         if dp > 1 && tp > 1 && backend == "trtllm" {
             return Err(StepError::input(format!(
                 "trtllm does not support attention tp {tp} > 1 and attention dp {dp} > 1 together"
+            )));
+        }
+        if cp > 1 && matches!(self.family, Family::Qwen35 | Family::Gemma4) {
+            // Qwen3.5 does not support it; Gemma 4's context-parallel pipeline
+            // (families_qwen35_gemma4.md 3.7) has no golden yet.
+            let why = if self.family == Family::Qwen35 {
+                "The model class must override ``supports_cp`` and implement CP in its op pipeline."
+            } else {
+                "aicsql does not price Gemma 4's context-parallel pipeline yet."
+            };
+            return Err(StepError::input(format!(
+                "Context parallelism (cp_size={cp}) is not supported for model_family='{}' on backend='{backend}'. {why}",
+                self.spec_family
             )));
         }
         if cp > 1 {

@@ -1,7 +1,7 @@
 //! The op lists of the LLAMA and MOE families (docs/spec 6, 10.2): which ops a
 //! step runs, in which order, how often, with which shapes.
 
-use crate::kernels::MoeShape;
+use crate::kernels::{GdnKernel, GdnShape, MoeShape};
 use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
 use crate::quant::GemmQuant;
 use crate::step::model::{Family, ModelDesc, Parallel};
@@ -126,6 +126,13 @@ pub(crate) enum OpSpec {
         primary: usize,
         fallback: (usize, usize),
     },
+    /// A gated-delta-net kernel at the model's unsharded linear-attention
+    /// shape (every tp): the prompt's batch and length in context, the
+    /// batch alone in a decode step.
+    Gdn {
+        kernel: GdnKernel,
+        shape: GdnShape,
+    },
     /// `max(a, b)` of the sums of `subs[a.0..a.1]` and `subs[b.0..b.1]`.
     Overlap {
         a: (usize, usize),
@@ -164,6 +171,8 @@ impl Op {
             | OpSpec::MlaModule { .. }
             | OpSpec::ContextMla { .. }
             | OpSpec::GenerationMla { .. } => true,
+            // A decode GDN kernel is keyed by batch alone.
+            OpSpec::Gdn { kernel, .. } => kernel.is_context(),
             OpSpec::Fallback { primary, fallback } => {
                 subs[primary].reads_sequence(subs)
                     || subs[fallback.0..fallback.1].iter().any(|o| o.reads_sequence(subs))
@@ -233,6 +242,12 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
     }
     if model.family == Family::Mla {
         return crate::step::deepseek::op_list(model, par, quants, phase);
+    }
+    if let Some(q) = &model.qwen35 {
+        return OpList::plain(crate::step::qwen35::op_list(model, q, par, quants, phase));
+    }
+    if let Some(g) = &model.gemma4 {
+        return OpList::plain(crate::step::gemma4::op_list(model, g, par, quants, phase));
     }
     OpList::plain(dense_or_moe(model, par, quants, phase))
 }
@@ -322,7 +337,7 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
                 p2p,
             ]);
         }
-        Family::Moe | Family::HybridMoe | Family::Mla => {
+        Family::Moe | Family::HybridMoe | Family::Mla | Family::Qwen35 | Family::Gemma4 => {
             let (moe_tp, moe_ep, quant) = (par.moe_tp, par.moe_ep, quants.moe);
             // The generation step is not context-parallel: its exchange is
             // the attention-tp one over the cp ranks.
@@ -393,6 +408,8 @@ mod tests {
             distribution: "power_law_1.2",
             gpt_oss: false,
             hybrid: None,
+            qwen35: None,
+            gemma4: None,
             v_head_dim: 0,
             moe_block: None,
             spec_family: "LLAMA",

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::error::{ErrorClass, TablesError};
-use crate::kernels::MoeShape;
+use crate::kernels::{GdnKernel, GdnShape, MoeShape};
 use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
 use crate::quant::GemmQuant;
 
@@ -87,6 +87,8 @@ pub enum OpKind {
     FallbackOp,
     /// Two op groups on parallel streams: the longer one counts.
     OverlapOp,
+    /// A gated-delta-net kernel of a linear-attention layer (Qwen3.5).
+    GdnKernel,
 }
 
 impl OpKind {
@@ -109,6 +111,7 @@ impl OpKind {
             OpKind::MlaBmm => "MLABmm",
             OpKind::FallbackOp => "FallbackOp",
             OpKind::OverlapOp => "OverlapOp",
+            OpKind::GdnKernel => "GDNKernel",
         }
     }
 }
@@ -208,6 +211,14 @@ pub enum Lookup {
         quant: GemmQuant,
         pre: bool,
     },
+    /// `query_gdn(phase=, kernel_source=, batch_size=, seq_len=, ...)`;
+    /// `seq_len` is `None` for a decode kernel.
+    Gdn {
+        kernel: GdnKernel,
+        batch: i64,
+        seq_len: Option<i64>,
+        shape: GdnShape,
+    },
 }
 
 impl Lookup {
@@ -227,6 +238,8 @@ impl Lookup {
             Lookup::ContextMla { .. } => "context_mla_perf",
             Lookup::GenerationMla { .. } => "generation_mla_perf",
             Lookup::MlaBmm { .. } => "mla_bmm_perf",
+            // The spec's report names the method here, not the file.
+            Lookup::Gdn { .. } => "query_gdn",
         }
     }
 
@@ -246,6 +259,7 @@ impl Lookup {
             Lookup::ContextMla { .. } => "query_context_mla",
             Lookup::GenerationMla { .. } => "query_generation_mla",
             Lookup::MlaBmm { .. } => "query_mla_bmm",
+            Lookup::Gdn { .. } => "query_gdn",
         }
     }
 
@@ -279,6 +293,15 @@ impl Lookup {
             }
             Lookup::MlaBmm { tokens, heads, quant, pre } => {
                 format!(r#"{{"args": [{tokens}, {heads}, "{quant}", {pre}], "kwargs": {{}}}}"#)
+            }
+            Lookup::Gdn { kernel, batch, seq_len, shape } => {
+                let seq = seq_len.map_or_else(|| "null".to_string(), |s| s.to_string());
+                let GdnShape { d_model, k_heads, k_head_dim, v_heads, v_head_dim, d_conv } = shape;
+                format!(
+                    r#"{{"args": [], "kwargs": {{"phase": "{}", "kernel_source": "{}", "batch_size": {batch}, "seq_len": {seq}, "d_model": {d_model}, "num_k_heads": {k_heads}, "head_k_dim": {k_head_dim}, "num_v_heads": {v_heads}, "head_v_dim": {v_head_dim}, "d_conv": {d_conv}}}}}"#,
+                    kernel.phase(),
+                    kernel.name()
+                )
             }
             Lookup::Moe {
                 num_tokens,
@@ -330,7 +353,8 @@ pub struct OpRow {
     pub total_ms: f64,
     /// Contribution to the phase latency (generation: `total_ms * gen_repeat`).
     pub weighted_total_ms: f64,
-    /// `silicon` (table), `empirical` (formula), `mixed` (both).
+    /// `silicon` (table), `empirical` (formula), `mixed` (both), `sol`
+    /// (a roofline standing in for a table with nothing to say, GDN only).
     pub source: &'static str,
     /// Generation only: the sample's first decode step `i`, its sequence
     /// length `isl + i + 1` and how many decode steps it stands for.

@@ -54,7 +54,8 @@ pub(crate) fn op_weights(op: &Op, subs: &[Op]) -> f64 {
         | OpSpec::MlaModule { .. }
         | OpSpec::ContextMla { .. }
         | OpSpec::GenerationMla { .. }
-        | OpSpec::MlaBmm { .. } => 0.0,
+        | OpSpec::MlaBmm { .. }
+        | OpSpec::Gdn { .. } => 0.0,
     }
 }
 
