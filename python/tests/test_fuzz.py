@@ -160,8 +160,12 @@ def world(ctx):
     dtypes = {}
     for r in dt:
         dtypes.setdefault(r["db"], []).append(r["gemm_dtype"])
+    # A model takes the MoE layout (moe_tp * moe_ep = tp) when it has experts,
+    # and every GEMMA4MIX model does -- dense Gemma 4 variants included, with
+    # moe_ep = 1 (the spec's check_is_moe; families_qwen35_gemma4 3.1).
     models = {
-        r["model"]: (r["family"], r["num_attention_heads"] or 0, (r["num_experts"] or 0) > 0)
+        r["model"]: (r["family"], r["num_attention_heads"] or 0,
+                     (r["num_experts"] or 0) > 0 or r["family"] == "GEMMA4MIX")
         for r in ctx.sql("SELECT model, family, num_attention_heads, num_experts FROM aic.meta.models").to_arrow_table().to_pylist()
     }
     # What the spec's MoE builders refuse: moe_ep above the expert count, and
@@ -285,9 +289,9 @@ def step_call(w: World, rng: random.Random, s: dict, function: str) -> Call:
         experts, moe_inter, block = MOE_LIMITS.get(model, (MAX_PARALLEL, 0, False))
         splits = [
             (a, tp // a) for a in divisors(tp)
-            if not (backend == "vllm" and a > 1 and tp // a > 1) and tp // a <= experts
+            if not (backend == "vllm" and a > 1 and tp // a > 1) and (tp // a <= experts or tp // a == 1)
             and not (block and (moe_inter // a) % 128)
-        ]
+        ]  # (moe_ep = 1 also for a MoE-layout model without experts, a dense Gemma 4)
         if not splits:
             return step_call(w, rng, s, function)
         a, b = rng.choice(splits)
@@ -637,10 +641,23 @@ def priced_or_null(world, call, settings) -> bool:
     return model in (world.step_ok.get(("py_step_latency", backend)) or [])
 
 
+# Families the Python path prices before the Rust path does: while the Rust
+# step still refuses one of them as not implemented, its models may be
+# priced by the Python path alone (once the Rust path prices them, the
+# probes must agree again).
+PY_FIRST_FAMILIES = ("QWEN35", "GEMMA4MIX")
+
+
 def test_step_probes_agree_between_the_paths(world):
     """The (model, backend) pairs each path's step accepts are the same."""
     py = {k[1]: sorted(v) for k, v in world.step_ok.items() if k[0] == "py_step_latency"}
     rust = {k[1]: sorted(v) for k, v in world.step_ok.items() if k[0] == "step_latency"}
+    for backend, models in py.items():
+        for model in list(models):
+            refused = world.refused.get(("step_latency", model, backend), "")
+            family = world.models[model][0]
+            if family in PY_FIRST_FAMILIES and f"the spec's {family} family is not implemented yet" in refused:
+                models.remove(model)
     assert py == rust, {b: (sorted(set(py.get(b, [])) ^ set(rust.get(b, [])))) for b in set(py) | set(rust)}
 
 

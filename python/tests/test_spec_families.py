@@ -1,12 +1,14 @@
-"""The Python path's engine step against the spec's family goldens (wave 1),
-bit for bit: GPT-OSS, fp8-static checkpoints, Qwen3-VL / Qwen3-VL-MoE (text
-path), HYBRIDMOE (Llama-4, MiMo-V2-Flash), DeepSeek and Kimi (MLA)
-(docs/spec/families_mla_gptoss_fp8static.md, families_hybrid_vl_databases.md).
+"""The Python path's engine step against the spec's family goldens, bit for
+bit: wave 1 -- GPT-OSS, fp8-static checkpoints, Qwen3-VL / Qwen3-VL-MoE
+(text path), HYBRIDMOE (Llama-4, MiMo-V2-Flash), DeepSeek and Kimi (MLA)
+(docs/spec/families_mla_gptoss_fp8static.md, families_hybrid_vl_databases.md)
+-- and the wave-2 families QWEN35 (Qwen3.5, with the GDN table) and GEMMA4MIX
+(Gemma 4) (docs/spec/families_qwen35_gemma4.md).
 
 Goldens: ``$AICSQL_GOLDENS``, else ``<repo>/tests/goldens``
-(``family_step_goldens.parquet``; rows of ``wave == 2`` are families left for
-later and must stay refused). Data: the cache rule. Missing data or goldens
-FAIL these tests.
+(``family_step_goldens.parquet``; the other ``wave == 2`` families are left
+for later and must stay refused). Data: the cache rule. Missing data or
+goldens FAIL these tests.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ except ImportError:
     import aicsql.spec  # noqa: F401
 
 from aicsql.spec import data_dirs, engine_step, open_tree, step_latency, step_latency_batch
+from aicsql.spec.data import Database
+from aicsql.spec.kernels import kernels_for
+from aicsql.spec.kernels.gdn import CHUNK_RULE, CONV1D_FN, CONV1D_UPDATE, DECODE_RULE, GDNShape
+from aicsql.spec.serving.api import estimate_agg
+from aicsql.spec.step import step_context
 from aicsql.spec.step.api import engine_step_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,6 +67,12 @@ FAMILY_OF = {
     "deepseek-ai/DeepSeek-V3": "MLA",
     "nvidia/DeepSeek-V3.1-NVFP4": "MLA",
     "moonshotai/Kimi-K2.5": "MLA",
+}
+# The wave-2 models this path prices, and their family.
+WAVE_2_FAMILY_OF = {
+    "Qwen/Qwen3.5-27B": "QWEN35",
+    "Qwen/Qwen3.5-35B-A3B": "QWEN35",
+    "google/gemma-4-26B-A4B": "GEMMA4MIX",
 }
 
 needs_data = require(have_data(open_tree), f"no perf data under {data_dirs()} (run the fetch step)")
@@ -109,19 +122,19 @@ def golden_groups():
     return groups
 
 
-@needs_data
-@needs_goldens
-def test_every_wave_1_golden_row(golden_groups):
-    """Every op row (total_ms, latency_ms = total/count, weighted total, labels),
-    every __gen_step_total__ and both __step_total__ values, bit for bit."""
+def _check_golden_rows(golden_groups, families: dict, wave: int):
+    """Every op row of the `wave` configs of the models in `families` (total_ms,
+    latency_ms = total/count, weighted total, labels), every __gen_step_total__
+    and both __step_total__ values, bit for bit; GDN rows also their source.
+    Returns the bit-identical row counts per family."""
     wrong: list = []
     labels_wrong: list = []
     per_family = collections.defaultdict(collections.Counter)
-    for (wave, config_id, phase), rows in golden_groups.items():
-        if wave != 1:
+    for (w, config_id, phase), rows in golden_groups.items():
+        if w != wave or rows[0]["model"] not in families:
             continue
         model, db, tp, batch, isl, osl, moe_tp, moe_ep = _config_args(rows[0])
-        family = FAMILY_OF[model]
+        family = families[model]
         result = engine_step(model, db, phase, tp, batch, isl, osl, moe_tp, moe_ep)
         per_family[family]["config-phases"] += 1
         mine = {(m["row_kind"], m["gen_step_index"], m["op_index"]): m for m in result["rows"]}
@@ -149,19 +162,45 @@ def test_every_wave_1_golden_row(golden_groups):
                             continue  # the golden query records name the method, checked through the args
                     if got != want:
                         labels_wrong.append((where, col, got, want))
+                if g["op_kind"] == "GDNKernel" and m["source"] != g["source"]:
+                    labels_wrong.append((where, "source", m["source"], g["source"]))
             if g["row_kind"] == "step_total":
                 col = "ttft_ms" if phase == "context" else "tpot_ms"
                 if result["total_ms"] != g[col] or m[col] != g[col]:
                     wrong.append((where, col, result["total_ms"], g[col], ulps(result["total_ms"], g[col])))
+                latency_col = "context_latency_ms" if phase == "context" else "generation_latency_ms"
+                if result["phase_latency_ms"] != g[latency_col]:
+                    wrong.append((where, latency_col, result["phase_latency_ms"], g[latency_col]))
                 want_quants = {c: g[c + "_quant"] for c in ("gemm", "moe", "fmha", "comm")}
                 want_quants["kvcache"] = g["kvcache_quant"]
                 assert {k: result["quants"][k] for k in want_quants} == want_quants, where
-    print("\nfamily goldens (wave 1), bit-identical rows per family:")
+    print(f"\nfamily goldens (wave {wave}), bit-identical rows per family:")
     for family, counts in sorted(per_family.items()):
         print(f"  {family}: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
-    assert sum(c["config-phases"] for c in per_family.values()) == 52
     assert not wrong, f"{len(wrong)} values differ, first: {wrong[:5]}"
     assert not labels_wrong, f"{len(labels_wrong)} labels differ, first: {labels_wrong[:5]}"
+    return per_family
+
+
+@needs_data
+@needs_goldens
+def test_every_wave_1_golden_row(golden_groups):
+    per_family = _check_golden_rows(golden_groups, FAMILY_OF, 1)
+    assert sum(c["config-phases"] for c in per_family.values()) == 52
+
+
+@needs_data
+@needs_goldens
+def test_every_qwen35_and_gemma4_golden_row(golden_groups):
+    """families_qwen35_gemma4 6.1: Qwen3.5-27B, Qwen3.5-35B-A3B and
+    gemma-4-26B-A4B on b200_sxm/sglang/0.5.14, tp 2, B 1 x isl 1024 and B 8 x
+    isl 4096: 830 op rows (the 40 GDN rows exact hits of query_gdn, source
+    silicon), 24 decode-step totals, 12 phase totals -- all bit for bit."""
+    per_family = _check_golden_rows(golden_groups, WAVE_2_FAMILY_OF, 2)
+    assert per_family["QWEN35"]["config-phases"] == 8 and per_family["GEMMA4MIX"]["config-phases"] == 4
+    assert sum(c["op rows"] for c in per_family.values()) == 830
+    assert sum(c["gen_step_total rows"] for c in per_family.values()) == 24
+    assert sum(c["step_total rows"] for c in per_family.values()) == 12
 
 
 @needs_data
@@ -173,10 +212,29 @@ def test_gen_step_totals_are_the_golden_writer_s_op_order_sums(golden_groups):
     step per op *name* first (families_hybrid 1.7, 6.2 item 14). Where two ops
     share a name the two sums can differ in the last ulp: 7 of the 104 wave-1
     rows (Scout x2, Maverick, MiMo x3, gpt-oss-20b), each by 1 ulp."""
+    differ = _gen_step_total_differences(golden_groups, 1, FAMILY_OF)
+    assert len(differ) == 104
+    differ = [d for d in differ if d[2]]
+    assert len(differ) == 7 and all(u == 1 for *_, u in differ), differ
+
+
+@needs_data
+@needs_goldens
+def test_gemma4_gen_step_totals_differ_from_the_per_name_sums(golden_groups):
+    """families_qwen35_gemma4 3.6: Gemma's two attention ops share a name; 2 of
+    its 8 decode-step totals differ from the per-name sum in the last ulp.
+    Qwen3.5's op names are all distinct: its 16 agree."""
+    differ = _gen_step_total_differences(golden_groups, 2, WAVE_2_FAMILY_OF)
+    assert len(differ) == 24
+    differ = [d for d in differ if d[2]]
+    assert len(differ) == 2 and all(d[0] == "google/gemma-4-26B-A4B" and d[2] == 1 for d in differ), differ
+
+
+def _gen_step_total_differences(golden_groups, wave: int, families: dict) -> list:
+    """(model, step index, ulps between the golden total and the per-name sum) per decode step."""
     differ = []
-    steps = 0
-    for (wave, config_id, phase), rows in golden_groups.items():
-        if wave != 1 or phase != "generation":
+    for (w, config_id, phase), rows in golden_groups.items():
+        if w != wave or phase != "generation" or rows[0]["model"] not in families:
             continue
         result = engine_step(*_config_args(rows[0])[:2], phase, *_config_args(rows[0])[2:])
         for total in (r for r in result["rows"] if r["row_kind"] == "gen_step_total"):
@@ -187,11 +245,8 @@ def test_gen_step_totals_are_the_golden_writer_s_op_order_sums(golden_groups):
             per_name = 0
             for v in by_name.values():
                 per_name += v
-            steps += 1
-            if per_name != total["total_ms"]:
-                differ.append((config_id.split("|")[0], total["gen_step_index"], ulps(per_name, total["total_ms"])))
-    assert steps == 104
-    assert len(differ) == 7 and all(u == 1 for *_, u in differ), differ
+            differ.append((config_id.split("|")[0], total["gen_step_index"], ulps(per_name, total["total_ms"])))
+    return differ
 
 
 @needs_data
@@ -223,13 +278,12 @@ def test_composite_lookups_name_their_table(golden_groups):
 @needs_goldens
 def test_wave_2_families_stay_refused(golden_groups):
     families = {"deepseek-ai/DeepSeek-V3.2": "DEEPSEEKV32", "nvidia/GLM-5.2-NVFP4": "DEEPSEEKV32",
-                "deepseek-ai/DeepSeek-V4-Flash": "DEEPSEEKV4", "Qwen/Qwen3.5-27B": "QWEN35",
-                "Qwen/Qwen3.5-35B-A3B": "QWEN35", "google/gemma-4-26B-A4B": "GEMMA4MIX",
+                "deepseek-ai/DeepSeek-V4-Flash": "DEEPSEEKV4",
                 "nvidia/Llama-3_3-Nemotron-Super-49B-v1": "NEMOTRONNAS",
                 "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": "NEMOTRONH"}  # fmt: skip
     seen = set()
     for (wave, _config_id, phase), rows in golden_groups.items():
-        if wave != 2:
+        if wave != 2 or rows[0]["model"] in WAVE_2_FAMILY_OF:
             continue
         model, db, tp, batch, isl, osl, moe_tp, moe_ep = _config_args(rows[0])
         with pytest.raises(ValueError) as e:
@@ -323,6 +377,182 @@ def test_qwen3_vl_has_no_qk_norm():
     """families_hybrid 5.4: the VL text path prices attention without q/k-norm."""
     ctx = engine_step("Qwen/Qwen3-VL-8B-Instruct", "a100_sxm/vllm/0.14.0", "context", 1, 1, 1024, 128)
     assert _op(ctx["rows"], "context_attention")["total_ms"] == 3.9577166257644585
+
+
+# ---- QWEN35 / GEMMA4MIX (families_qwen35_gemma4.md) ------------------------------------------------
+
+S27 = GDNShape(5120, 16, 128, 48, 128, 4)  # Qwen3.5-27B's GDN shape (unsharded)
+QWEN_DB = "b200_sxm/sglang/0.5.14"
+
+
+def _gdn(db: str):
+    return kernels_for(open_tree(), Database(*db.split("/"))).gdn
+
+
+@needs_data
+def test_gdn_table_sources_and_lookups():
+    """families_qwen35_gemma4 2.1 - 2.4 on the goldens' database: the source
+    union with the cross-backend channel, the SOLs, an exact hit, a grid
+    interpolation, util-holds on both axes, the same-d_model fallback and the
+    SOL fallbacks (the spec's query_gdn answers)."""
+    gdn = _gdn(QWEN_DB)
+    assert [(f.channel, f.backend, f.version) for f in gdn.sources] == [
+        ("primary", "sglang", "0.5.14"), ("older", "sglang", "0.5.9"), ("cross", "trtllm", "1.3.0rc20"),
+        ("cross", "trtllm", "1.3.0rc10"), ("cross", "vllm", "0.24.0"), ("cross", "vllm", "0.19.0")]  # fmt: skip
+    assert gdn.sources[2].kernel_sources == {CONV1D_FN, CONV1D_UPDATE, "fused_recurrent_gated_delta_rule"}
+    assert gdn.sources[4].kernel_sources == {CONV1D_UPDATE}
+    assert gdn.sol("context", CONV1D_FN, 1, 1024, S27) == 0.013073155324675324
+    assert gdn.sol("context", CHUNK_RULE, 1, 1024, S27) == 0.010758117402597403
+    assert gdn.sol("context", CHUNK_RULE, 8, 4096, S27) == 0.3344548903896104
+    assert gdn.sol("generation", DECODE_RULE, 1, None, S27) == 0.0004122597402597402
+    assert gdn.sol("generation", DECODE_RULE, 1024, None, S27) == 0.422153974025974
+    assert gdn.query("context", CONV1D_FN, 1, 1024, S27) == (0.016307200193405154, "exact_hit", "silicon")
+    assert gdn.query("context", CHUNK_RULE, 3, 1500, S27) == (0.3898073989152908, "grid_interpolation", "silicon")
+    assert gdn.query("context", CHUNK_RULE, 8, 50000, S27) == (32.7953085610669, "grid_util_hold", "silicon")
+    assert gdn.query("generation", DECODE_RULE, 2048, None, S27) == (2.019859161376953, "grid_util_hold", "silicon")
+    # sglang's decode recurrence is the renamed packed-decode rows
+    assert gdn.query("generation", DECODE_RULE, 1, None, S27) == (0.0049513599276542666, "exact_hit", "silicon")
+    # same d_model, nearest num_v_heads (40 -> the 48-head key)
+    assert gdn.query("context", CHUNK_RULE, 3, 1500, S27._replace(num_v_heads=40))[0] == 0.3898073989152908
+    # never a miss: unknown d_model, unknown kernel, batch 0 -> the SOL, tagged so
+    for args in ((CHUNK_RULE, 3, 1500, S27._replace(d_model=6000)), ("nonexistent_kernel", 3, 100, S27),
+                 (CHUNK_RULE, 0, 1024, S27)):  # fmt: skip
+        assert gdn.query("context", *args) == (gdn.sol("context", *args), None, "sol"), args
+    assert gdn.query("context", CHUNK_RULE, 3, 1500, S27._replace(d_model=6000))[0] == 0.04617096311688312
+
+
+@needs_data
+def test_gdn_vllm_alias_is_keyed_on_0_24_0():
+    """families_qwen35_gemma4 2.3 step 3: vllm 0.24.0 prices the scan with its
+    ``chunk_gated_delta_rule_flashinfer`` rows; the other vllm versions (0.27.0
+    included) have no scan rows at all and fall back to the SOL."""
+    v24 = _gdn("b200_sxm/vllm/0.24.0")
+    assert S27 not in v24.root.get(CHUNK_RULE, {}).get("context", {})
+    assert v24.query("context", CHUNK_RULE, 1, 1024, S27) == (0.05762432098388672, "exact_hit", "silicon")
+    for db in ("b200_sxm/vllm/0.22.0", "gb300/vllm/0.27.0"):
+        gdn = _gdn(db)
+        assert gdn.query("context", CHUNK_RULE, 1, 1024, S27) == (gdn.sol("context", CHUNK_RULE, 1, 1024, S27),
+                                                                   None, "sol"), db  # fmt: skip
+
+
+@needs_data
+def test_qwen35_gdn_sol_rows_carry_source_sol():
+    """On vllm 0.22.0 both context GDN kernels of Qwen3.5-27B are priced at
+    their SOL (appendix A, ``SSES``): the rows keep the query_gdn lookup,
+    have no interp path and carry source "sol"; the step is not a miss."""
+    ctx = engine_step("Qwen/Qwen3.5-27B", "b200_sxm/vllm/0.22.0", "context", 2, 1, 1024, 128)
+    gdn = _gdn("b200_sxm/vllm/0.22.0")
+    for name, kernel in (("context_gdn_conv1d", CONV1D_FN), ("context_gdn_scan", CHUNK_RULE)):
+        row = _op(ctx["rows"], name)
+        assert (row["op_kind"], row["lookup_table"], row["interp_path"], row["source"], row["quant"]) == \
+            ("GDNKernel", "query_gdn", None, "sol", ""), row  # fmt: skip
+        assert row["total_ms"] == 48 * gdn.sol("context", kernel, 1, 1024, S27)
+    assert all(r["source"] is None for r in ctx["rows"] if r["row_kind"] == "op" and r["op_kind"] != "GDNKernel")
+
+
+@needs_data
+def test_qwen35_walkthroughs():
+    """families_qwen35_gemma4 6.2: the 27B context and decode values, the
+    35B-A3B context (its router and shared-up GEMMs share a shape)."""
+    ctx = engine_step("Qwen/Qwen3.5-27B", QWEN_DB, "context", 2, 1, 1024, 128)
+    rows = ctx["rows"]
+    assert [r["op_name"] for r in rows if r["row_kind"] == "op"][:8] == [
+        "context_embedding", "context_embedding_ar", "context_gdn_norm", "context_gdn_in_proj_gemm",
+        "context_gdn_conv1d", "context_gdn_scan", "context_gdn_out_proj_gemm", "context_gdn_ar"]  # fmt: skip
+    assert _op(rows, "context_gdn_in_proj_gemm")["total_ms"] == 3.3981507200242165
+    assert _op(rows, "context_gdn_scan")["total_ms"] == 5.64252685546875
+    assert _op(rows, "context_attention")["total_ms"] == 1.3610196462064035
+    assert _op(rows, "context_logits_gemm")["total_ms"] == 0.19665465653900166
+    assert ctx["total_ms"] == 30.887925287630633
+    gen = engine_step("Qwen/Qwen3.5-27B", QWEN_DB, "generation", 2, 1, 1024, 128)
+    recurrence = [r for r in gen["rows"] if r["op_name"] == "generation_gdn_recurrence"]
+    assert [r["total_ms"] for r in recurrence] == [0.2376652765274048] * 4  # independent of the decode step
+    assert json.loads(recurrence[0]["lookup_args"])["kwargs"]["seq_len"] is None
+    assert gen["phase_latency_ms"] == 840.5605906631871 and gen["total_ms"] == 6.6185873280565914
+    moe = engine_step("Qwen/Qwen3.5-35B-A3B", QWEN_DB, "context", 2, 1, 1024, 128, 1, 2)
+    rows = moe["rows"]
+    assert len([r for r in rows if r["row_kind"] == "op"]) == 31
+    assert _op(rows, "context_gdn_router_gemm")["total_ms"] == _op(rows, "context_gdn_shared_up_gemm")["total_ms"] \
+        == 0.19920000185569126  # fmt: skip
+    assert _op(rows, "context_gdn_moe")["total_ms"] == 4.354598522186279
+    assert _op(rows, "context_gdn_moe_pre_dispatch")["quant"] == "bfloat16"
+    assert not any(r["op_name"].endswith("_ffn_ar") for r in rows)
+    assert moe["total_ms"] == 13.623286832216833
+
+
+@needs_data
+def test_gemma4_walkthrough():
+    """families_qwen35_gemma4 6.3: SWA group first, both attention ops summed
+    into one entry, no all-reduce outside the MoE dispatches."""
+    ctx = engine_step("google/gemma-4-26B-A4B", QWEN_DB, "context", 2, 1, 1024, 128, 1, 2)
+    rows = [r for r in ctx["rows"] if r["row_kind"] == "op"]
+    assert len(rows) == 27
+    swa, glob = _op(rows, "context_attention"), _op(rows, "context_attention", index=1)
+    assert (swa["op_index"], glob["op_index"]) == (3, 15)
+    assert json.loads(swa["lookup_args"])["kwargs"] == {"window_size": 1024, "head_size": 256}
+    assert json.loads(glob["lookup_args"])["kwargs"] == {"window_size": 0, "head_size": 512}
+    assert swa["total_ms"] == 0.8881131359048571 and glob["total_ms"] == 0.22094628449548992
+    assert json.loads(_op(rows, "context_global_qkv_gemm")["lookup_args"])["args"][1] == 4608  # k_eq_v
+    assert _op(rows, "context_swa_moe_pre_dispatch")["total_ms"] == 0.37812601402401924
+    assert not any(r["op_kind"] == "CustomAllReduce" for r in rows)
+    assert ctx["total_ms"] == 15.047192039006676
+    gen = engine_step("google/gemma-4-26B-A4B", QWEN_DB, "generation", 2, 1, 1024, 128, 1, 2)
+    assert _op(gen["rows"], "generation_attention", 0)["total_ms"] == 0.2636060219010688
+    assert gen["phase_latency_ms"] == 356.8382917768242
+
+
+@needs_data
+def test_gemma4_misses_at_the_first_missing_attention_slice():
+    """families_qwen35_gemma4 4.3: on b200_sxm/sglang/0.5.10 the SWA context
+    slice exists and the global one (head 512) misses; in decode the SWA
+    slice (head 256, window 1024) misses first."""
+    db = "b200_sxm/sglang/0.5.10"
+    with pytest.raises(ValueError, match=r"^context_attention: .*query_context_attention\(1, 1024, 0, 8, 1, .*"
+                                         r"window_size=0, head_size=512\)"):  # fmt: skip
+        engine_step("google/gemma-4-26B-A4B", db, "context", 2, 1, 1024, 128, 1, 2)
+    with pytest.raises(ValueError, match=r"^generation_attention: .*query_generation_attention\(1, 1025, 8, 4, .*"
+                                         r"window_size=1024, head_size=256\)"):  # fmt: skip
+        engine_step("google/gemma-4-26B-A4B", db, "generation", 2, 1, 1024, 128, 1, 2)
+    with pytest.raises(ValueError, match=r"^context_attention: .*head_size=256"):
+        engine_step("Qwen/Qwen3.5-27B", "h200_sxm/sglang/0.5.10", "context", 2, 1, 1024, 128)
+
+
+@needs_data
+def test_qwen35_and_gemma4_layouts():
+    """families_qwen35_gemma4 1.2, 3.2, 3.7: QWEN35 refuses context
+    parallelism on every backend and a dense QWEN35 attention dp; Gemma's CP
+    context list ends with the SWA then the global KV all-gather; Gemma's
+    serving estimate (its KV cache is sized per layer type) is refused."""
+    with pytest.raises(ValueError, match=r"Context parallelism \(cp_size=2\) is not supported for "
+                                         r"model_family='QWEN35' on backend='sglang'"):  # fmt: skip
+        step_latency("Qwen/Qwen3.5-35B-A3B", QWEN_DB, "context", 1, 1, 1024, 128, 1, 2, cp=2)
+    with pytest.raises(ValueError, match=r"attention dp = 2 for 'Qwen/Qwen3.5-27B', a dense model"):
+        step_latency("Qwen/Qwen3.5-27B", QWEN_DB, "context", 1, 1, 1024, 128, dp=2)
+    ctx = step_context(open_tree(), "google/gemma-4-26B-A4B", Database(*QWEN_DB.split("/")), True)
+    _, _, ops = ctx.layout("context", 1, 1, 2, cp=2)
+    gathers = [(op.name, op.count, op.elements_per_token, op.gpus) for op in ops[-2:]]
+    assert gathers == [("context_cp_all_gather_swa", 25, 8 * 256 * 2 * 2 / 2, 2),
+                       ("context_cp_all_gather_global", 5, 2 * 512 * 2 * 2 / 2, 2)]  # fmt: skip
+    assert [op.name for op in ops[-4:-2]] == ["context_logits_gemm", "context_p2p"]
+    _, _, ops = ctx.layout("generation", 1, 1, 2, cp=2)
+    assert {(op.attn_cp, op.is_context) for op in ops if op.kind == "MoEDispatch"} == {(2, False)}
+    with pytest.raises(ValueError, match=r"KV-cache size of 'google/gemma-4-26B-A4B' \(family GEMMA4MIX"):
+        estimate_agg("google/gemma-4-26B-A4B", QWEN_DB, 2, 8, 1024, 128, None, None, 1, 2)
+
+
+@needs_data
+def test_engine_step_table_gdn_rows():
+    """py_engine_step's GDN rows: lookup_table is the method, the grid axes
+    fill the attention batch / sequence columns (sequence NULL in decode)."""
+    rows = engine_step_table({"on_miss": "error"}, "Qwen/Qwen3.5-27B", QWEN_DB, "generation", 2, 1, 1024,
+                             128).to_pylist()  # fmt: skip
+    conv = next(r for r in rows if r["op_name"] == "generation_gdn_conv1d")
+    assert (conv["lookup_table"], conv["attn_batch"], conv["attn_seq"], conv["heads"]) == ("query_gdn", 1, None, None)
+    assert conv["lookup_args"].startswith('query_gdn {"args": [], "kwargs": {"phase": "generation", '
+                                          '"kernel_source": "causal_conv1d_update", "batch_size": 1, "seq_len": null')
+    rows = engine_step_table({"on_miss": "error"}, "Qwen/Qwen3.5-27B", QWEN_DB, "context", 2, 1, 1024, 128).to_pylist()
+    scan = next(r for r in rows if r["op_name"] == "context_gdn_scan")
+    assert (scan["attn_batch"], scan["attn_seq"], scan["interp_path"]) == (1, 1024, "exact_hit")
 
 
 # ---- the batch entry point and the SQL-table rows ----------------------------------------------------

@@ -555,12 +555,10 @@ impl<'a> Tables<'a> {
                     GdnAnswer::Table(latency, path) => silicon((latency, path), lookup),
                     // Nothing in the table to anchor the query: the spec
                     // answers with the roofline rather than a miss.
-                    GdnAnswer::Roofline(latency) => OpValue {
-                        per_app: latency,
-                        lookup: Some(lookup),
-                        path: Some(Path::Named("sol_fallback")),
-                        source: "sol",
-                    },
+                    // (no interpolation path, as the spec reports it).
+                    GdnAnswer::Roofline(latency) => {
+                        OpValue { per_app: latency, lookup: Some(lookup), path: None, source: "sol" }
+                    }
                 }
             }
             OpSpec::Fallback { .. } | OpSpec::Overlap { .. } => {

@@ -27,6 +27,8 @@ pub(crate) struct Gemma4 {
     pub window: i64,
     /// Global layers share K and V: only their qkv GEMM narrows.
     pub k_eq_v: bool,
+    /// No routed experts (no top-k or no experts): the shared MLP alone.
+    pub dense: bool,
 }
 
 impl Gemma4 {
@@ -74,6 +76,7 @@ impl Gemma4 {
             global_head_dim: int("global_head_dim")?.unwrap_or(swa_head_dim),
             window: int("sliding_window")?.unwrap_or(0),
             k_eq_v: text.get("attention_k_eq_v").is_some_and(truthy),
+            dense: false,
         })
     }
 }
@@ -180,6 +183,9 @@ pub(crate) fn op_list(model: &ModelDesc, g: &Gemma4, par: &Parallel, quants: &Qu
             op(names[5], OpKind::ElementWise, c, OpSpec::ElementWise { dim_in: 2 * dense_ipt, dim_out: dense_ipt }),
             op(names[6], OpKind::Gemm, c, gemm(h, dense_ipt, true)),
         ]);
+        if g.dense {
+            continue;
+        }
         if model.experts >= 128 {
             let router = OpSpec::Gemm {
                 n: model.experts,

@@ -283,6 +283,15 @@ impl<'a> StepModel<'a> {
     /// What the serving layer's memory model reads: the context op list's
     /// weights and the model's attention and KV dimensions at `shape`.
     pub fn memory_inputs(&mut self, shape: &StepShape) -> Result<MemoryInputs, StepError> {
+        if self.desc.family == Family::Gemma4 {
+            // The spec sizes Gemma 4's KV cache per layer type with the
+            // window cap (families_qwen35_gemma4.md 8.2); not restated yet.
+            return Err(StepError::input(format!(
+                "{} (GEMMA4MIX): no serving estimate yet: its KV cache is sized per layer type (sliding-window \
+                 layers capped at the window), which aicsql's memory model does not restate; engine steps are priced",
+                self.desc.architecture
+            )));
+        }
         let index = self.prepare(Phase::Context, shape)?;
         let prep = &mut self.prepared[index];
         // weights = 0.0 + each context op's weights, in list order.

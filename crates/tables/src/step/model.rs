@@ -173,13 +173,10 @@ impl ModelDesc {
             desc.qwen35 = Some(Qwen35::from_config(cfg, desc.layers, desc.hidden)?);
         }
         if family == Family::Gemma4 {
-            desc.gemma4 = Some(Gemma4::from_config(cfg, desc.layers)?);
-            if desc.topk < 1 || desc.experts < 1 {
-                return Err(StepError::input(format!(
-                    "{}: dense Gemma 4 variants (no routed experts) are not priced yet",
-                    cfg.path.display()
-                )));
-            }
+            let mut gemma = Gemma4::from_config(cfg, desc.layers)?;
+            // `enable_moe_block` is not read: dense iff no top-k or no experts.
+            gemma.dense = desc.topk < 1 || desc.experts < 1;
+            desc.gemma4 = Some(gemma);
         }
         if family == Family::Mla {
             desc.v_head_dim = cfg.int("v_head_dim").map_err(StepError::Data)?.unwrap_or(0);
@@ -193,9 +190,10 @@ impl ModelDesc {
                 cfg.quantization_config.get("weight_block_size").and_then(|b| b.get(0)).and_then(|b| b.as_i64());
             desc.moe_block = Some(block.unwrap_or(128));
         }
-        // A dense Qwen3.5 is no MoE model; every other family but LLAMA is.
-        let dense_qwen35 = family == Family::Qwen35 && desc.experts == 0;
-        if desc.family != Family::Llama && !dense_qwen35 && (desc.topk < 1 || desc.experts < 1) {
+        // A dense Qwen3.5 is no MoE model, a dense Gemma 4 a MoE-family model
+        // without experts; every other family but LLAMA needs experts.
+        let dense = (family == Family::Qwen35 && desc.experts == 0) || desc.gemma4.is_some_and(|g| g.dense);
+        if desc.family != Family::Llama && !dense && (desc.topk < 1 || desc.experts < 1) {
             return Err(StepError::input(format!(
                 "{}: a MoE model needs num_experts_per_tok and a number of experts",
                 cfg.path.display()
@@ -321,7 +319,11 @@ impl ModelDesc {
                     etp * eep
                 )));
             }
-            if self.experts < eep {
+            if self.gemma4.is_some_and(|g| g.dense) {
+                if eep != 1 {
+                    return Err(StepError::input(format!("dense Gemma 4 variants require moe_ep_size=1, got {eep}")));
+                }
+            } else if self.experts < eep {
                 return Err(StepError::input(format!(
                     "moe_ep {eep} is larger than the {} experts of {}",
                     self.experts, self.architecture

@@ -5,6 +5,7 @@ resolvers, restated from the spec (docs/spec/engine_step.md sections 4, 5, 7, 8)
 * `system`    -- system constants and the SOL formulas 5.1, 5.3 - 5.9;
 * `attention`, `comm`, `moe` -- the tables and their queries;
 * `mla` -- DeepSeek / Kimi's MLA tables (granular, BMM, module);
+* `gdn` -- Qwen3.5's gated-delta-net kernel table (never misses: SOL fallback);
 * `quantize` -- the compute-scale / scale-matrix tables of fp8_static GEMMs;
 * GEMM lookups are the GEMM path's (`aicsql.spec.gemm`), unchanged.
 
@@ -21,6 +22,7 @@ from ..data import Database, DataTree
 from ..gemm import GemmTable, load_table
 from .attention import ContextAttentionTable, GenerationAttentionTable
 from .comm import CustomAllReduceTable, NcclTable
+from .gdn import GDNTable
 from .grid import Grid, GridMiss, OutOfRange
 from .miss import PerfMiss, lookup_call
 from .mla import ContextMLAModuleTable, ContextMLATable, GenerationMLAModuleTable, GenerationMLATable, MLABmmTable
@@ -38,6 +40,7 @@ __all__ = [
     "ContextMLATable",
     "CustomAllReduceTable",
     "FMHA_QUANTS",
+    "GDNTable",
     "GenerationAttentionTable",
     "GenerationMLAModuleTable",
     "GenerationMLATable",
@@ -138,6 +141,10 @@ class Kernels:
     @property
     def generation_mla_module(self) -> GenerationMLAModuleTable:
         return self._table(GenerationMLAModuleTable)
+
+    @property
+    def gdn(self) -> GDNTable:
+        return self._table(GDNTable)
 
     @property
     def compute_scale(self) -> ComputeScaleTable:

@@ -16,7 +16,10 @@ argument that disagrees with the label -- a number where the label says
 another number or ``None`` -- is an error. Attention dp > 1 (``tp * dp * cp
 = moe_tp * moe_ep``) is priced for the MoE families MOE (Qwen3-MoE,
 Mixtral, GPT-OSS, MiniMax-M2, ...), HYBRIDMOE (Llama-4, MiMo-V2-Flash),
-DEEPSEEK and KIMIK25, and refused for the others naming the family.
+DEEPSEEK, KIMIK25 and QWEN35's MoE variants, and refused for the others
+naming the family. GEMMA4MIX (Gemma 4) has engine steps but no serving
+estimate: its KV cache is sized per layer type, which the memory model does
+not restate (ValueError naming it).
 Pipeline parallelism (pp > 1) is priced for every family. Context
 parallelism (cp > 1: sglang's prefill CP) is priced where the spec has it --
 sglang, with tp = 1 and attention dp = 1 -- and refused elsewhere with the

@@ -46,7 +46,7 @@ from ..kernels import FMHA_QUANTS, KV_QUANTS, MOE_QUANTS, Kernels, PerfMiss, ker
 from ..limits import check_step
 from ..sol import GEMM_QUANTS
 from .families import build_ops
-from .model import DEEPSEEK, HYBRIDMOE, KIMIK25, MOE, QWEN3VL_MOE, ModelSpec, load_model
+from .model import DEEPSEEK, GEMMA4MIX, HYBRIDMOE, KIMIK25, MOE, QWEN35, QWEN3VL_MOE, ModelSpec, load_model
 from .ops import Call, Op, OpValue, Parallel, PhaseQuants, check_trtllm_alltoall
 
 __all__ = [
@@ -85,8 +85,13 @@ def _positive_int(name: str, v, what: str = "") -> None:
 # scatter after them (docs/spec/engine_step.md 10.3; families_dp_cp.md 2, 5)
 # -- and through the serving estimates' scale factors. QWEN3VL_MOE is the
 # spec's MOEModel with a vision encoder that a text-only step never runs, so
-# its dp path is MOE's (the Rust path prices it the same way).
-DP_FAMILIES = frozenset({MOE, QWEN3VL_MOE, HYBRIDMOE, DEEPSEEK, KIMIK25})
+# its dp path is MOE's (the Rust path prices it the same way). QWEN35 (its
+# MoE variant) and GEMMA4MIX likewise reach dp only through their MoE ops
+# (families_qwen35_gemma4 1.2); a dense QWEN35 is refused, as LLAMA is.
+DP_FAMILIES = frozenset({MOE, QWEN3VL_MOE, HYBRIDMOE, DEEPSEEK, KIMIK25, QWEN35, GEMMA4MIX})
+# Families whose model class does not declare ``supports_cp``: cp > 1 is
+# refused on every backend (families_qwen35_gemma4 1.2).
+NO_CP_FAMILIES = frozenset({QWEN35})
 
 
 def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1, pp=1, cp=1) -> Parallel:
@@ -95,8 +100,9 @@ def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1, p
 
     * MoE: ``tp * dp * cp == moe_tp * moe_ep``, a missing width inferred from
       ``tp * dp * cp`` (the spec's ``resolve_moe_parallelism``);
-    * attention dp > 1 is priced for the families of `DP_FAMILIES` -- MOE,
-      QWEN3VL_MOE, HYBRIDMOE (Llama-4, MiMo-V2-Flash), DEEPSEEK and KIMIK25 -- through
+    * attention dp > 1 is priced for the MoE models of the families of
+      `DP_FAMILIES` -- MOE, QWEN3VL_MOE, HYBRIDMOE (Llama-4, MiMo-V2-Flash),
+      DEEPSEEK, KIMIK25, QWEN35 (MoE variants) and GEMMA4MIX -- through
       their MoE ops (`MoE` at ``x * dp`` tokens, `MoEDispatch`'s per-backend
       dp collectives) and refused for the others naming the family; trtllm
       refuses tp > 1 together with dp > 1, as the spec asserts (at its first
@@ -104,8 +110,11 @@ def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1, p
     * pp: any positive count (every layer stays in the op lists; the P2P op
       and the serving estimates read it);
     * cp > 1 (context parallelism): the spec's model classes support it on
-      sglang only (every family priced here declares ``supports_cp`` for
-      sglang alone), and sglang's CP requires tp = 1 and attention dp = 1.
+      sglang only (every family priced here but QWEN35 declares
+      ``supports_cp`` for sglang alone; QWEN35 declares nothing and is
+      refused everywhere), and sglang's CP requires tp = 1 and attention dp = 1;
+    * GEMMA4MIX: a dense variant (no routed experts) needs moe_ep = 1; the
+      expert-count bound applies to the others only.
     """
     _positive_int("tp", tp)
     _positive_int("dp", dp, " (attention data parallelism)")
@@ -119,6 +128,11 @@ def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1, p
         raise ValueError(
             f"unsupported: attention dp = {dp} for {model.name!r} of the {model.family} family "
             f"(aicsql.spec prices attention dp > 1 for the {', '.join(sorted(DP_FAMILIES))} families only)"
+        )
+    if dp > 1 and not model.is_moe:
+        raise ValueError(
+            f"unsupported: attention dp = {dp} for {model.name!r}, a dense model of the {model.family} family "
+            "(aicsql.spec prices attention dp > 1 through the MoE ops only)"
         )
     if not model.is_moe:
         _check_cp(model, backend, tp, dp, cp)
@@ -156,7 +170,10 @@ def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1, p
                          f"moe_ep = {moe_ep})")
     if backend == "trtllm" and tp > 1 and dp > 1:
         raise ValueError(f"trtllm does not support TP>1 and DP>1 for attn simultaneously (tp = {tp}, dp = {dp})")
-    if model.experts < moe_ep:
+    if model.gemma4_dense:
+        if moe_ep != 1:
+            raise ValueError(f"dense Gemma 4 variants require moe_ep_size=1, got {moe_ep}")
+    elif model.experts < moe_ep:
         raise ValueError(f"moe_ep = {moe_ep} is larger than the {model.experts} experts of {model.name!r}")
     return Parallel(tp, moe_tp, moe_ep, dp, pp, cp)
 
@@ -165,6 +182,12 @@ def _check_cp(model: ModelSpec, backend: str, tp: int, dp: int, cp: int) -> None
     """The spec's context-parallelism gate (``get_model``), after the MoE layout resolved."""
     if cp == 1:
         return
+    if model.family in NO_CP_FAMILIES:
+        raise ValueError(
+            f"unsupported: Context parallelism (cp_size={cp}) is not supported for model_family={model.family!r} "
+            f"on backend={backend!r}. The model class must override ``supports_cp`` and implement CP in its op "
+            "pipeline."
+        )
     if backend != "sglang":
         raise ValueError(
             f"unsupported: context parallelism (cp = {cp}) is not supported for model_family={model.family!r} "
@@ -387,7 +410,10 @@ class StepContext:
         layout. Ops sharing a name keep a row each, as in the goldens; a
         sample's ``__gen_step_total__`` is its op rows' plain sum in row order
         (the golden writer's number; the spec's own total sums per name first,
-        which can differ in the last ulp, families_hybrid 6.2 item 14)."""
+        which can differ in the last ulp, families_hybrid 6.2 item 14). An op
+        row's ``source`` says where a GDN lookup's value came from
+        (``"silicon"`` or ``"sol"``, the SOL fallback); it is None for the
+        other ops."""
         rows: List[dict] = []
         ops_in_step: Dict[Optional[int], int] = {}
         for run in result.runs:
@@ -407,6 +433,7 @@ class StepContext:
                     "lookup_table": v.lookup.table if v.lookup else None,
                     "lookup_args": json.dumps({"args": v.lookup.args, "kwargs": v.lookup.kwargs}) if v.lookup else None,
                     "interp_path": v.path,
+                    "source": v.source,  # "silicon" / "sol" for a GDN lookup, else None
                     "latency_ms": v.total / count if count else 0.0,
                     "total_ms": v.total,
                     "weighted_total_ms": v.total * run.repeat if run.repeat is not None else v.total,

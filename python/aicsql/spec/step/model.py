@@ -9,14 +9,17 @@ Parsing follows the spec's ``_parse_hf_config_json``: for the multimodal
 wrappers every LLM field is read from ``text_config`` (the top-level
 architecture kept); the family comes from the complete architecture map of
 families_mla 1.1. Families this port prices: LLAMA, MOE (GPT-OSS included),
-QWEN3VL, QWEN3VL_MOE, DEEPSEEK, KIMIK25, HYBRIDMOE. The spec's other
-families are refused naming the architecture and family (`check_family`).
+QWEN3VL, QWEN3VL_MOE, DEEPSEEK, KIMIK25, HYBRIDMOE, QWEN35 and GEMMA4MIX.
+The spec's other families are refused naming the architecture and family
+(`check_family`).
 
 Per-family extras: DEEPSEEK / KIMIK25 read ``v_head_dim``, ``kv_lora_rank``,
 ``qk_rope_head_dim`` (``v_head_dim`` is the vllm attention head size, the
 other two size the latent KV cache of the serving memory model);
 HYBRIDMOE builds a `HybridConfig` (families_hybrid 1.1, including the MiMo
-pattern read with 1 = global); Qwen3 / MiniMax-M2 text models get q/k-norm,
+pattern read with 1 = global); QWEN35 a `Qwen35Config` and GEMMA4MIX a
+`Gemma4Config` (families_qwen35_gemma4 1.1, 3.1: layer types and the GDN /
+per-attention-type geometry); Qwen3 / MiniMax-M2 text models get q/k-norm,
 nothing else does (Qwen3-VL and Llama-4 included, although their checkpoints
 have it).
 """
@@ -34,6 +37,7 @@ from .checkpoint import MULTIMODAL_TEXT_CONFIG, CheckpointQuant, infer_quant, qu
 __all__ = [
     "ARCHITECTURES",
     "DEEPSEEK",
+    "GEMMA4MIX",
     "HYBRIDMOE",
     "KIMIK25",
     "LEFT_FOR_LATER",
@@ -41,9 +45,12 @@ __all__ = [
     "MOE",
     "QWEN3VL",
     "QWEN3VL_MOE",
+    "QWEN35",
     "CheckpointQuant",
+    "Gemma4Config",
     "HybridConfig",
     "ModelSpec",
+    "Qwen35Config",
     "check_family",
     "infer_quant",
     "load_model",
@@ -57,6 +64,8 @@ QWEN3VL = "QWEN3VL"
 QWEN3VL_MOE = "QWEN3VL_MOE"
 DEEPSEEK = "DEEPSEEK"
 KIMIK25 = "KIMIK25"
+QWEN35 = "QWEN35"
+GEMMA4MIX = "GEMMA4MIX"
 
 # families_mla 1.1: the spec's complete architecture -> family map, in its order.
 ARCHITECTURES: Dict[str, str] = {
@@ -84,18 +93,21 @@ ARCHITECTURES: Dict[str, str] = {
     "MiniMaxM3SparseForConditionalGeneration": "MINIMAXM3",
     "MiMoV2FlashForCausalLM": HYBRIDMOE,
     "Llama4ForConditionalGeneration": HYBRIDMOE,
-    "Qwen3_5ForConditionalGeneration": "QWEN35",
-    "Qwen3_5MoeForConditionalGeneration": "QWEN35",
-    "Gemma4ForConditionalGeneration": "GEMMA4MIX",
+    "Qwen3_5ForConditionalGeneration": QWEN35,
+    "Qwen3_5MoeForConditionalGeneration": QWEN35,
+    "Gemma4ForConditionalGeneration": GEMMA4MIX,
 }
 # Families of the spec this port does not price yet (their goldens are wave 2).
-LEFT_FOR_LATER = frozenset({"DEEPSEEKV32", "DEEPSEEKV4", "NEMOTRONH", "QWEN35", "GEMMA4MIX", "NEMOTRONNAS", "MINIMAXM3"})
+LEFT_FOR_LATER = frozenset({"DEEPSEEKV32", "DEEPSEEKV4", "NEMOTRONH", "NEMOTRONNAS", "MINIMAXM3"})
 QK_NORM_ARCHITECTURES = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiniMaxM2ForCausalLM"})
 _MLA_ARCHITECTURES = frozenset({"DeepSeekForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"})
-# Families that are always MoE (families_mla 1.1, the priced ones).
-MOE_FAMILIES = frozenset({MOE, DEEPSEEK, KIMIK25, HYBRIDMOE, QWEN3VL_MOE})
-# MoE workload distribution: "power_law" + "_<alpha>" (families_hybrid 6.1 item 10).
-_POWER_LAW_ALPHA = {MOE: "1.2", QWEN3VL_MOE: "1.2", HYBRIDMOE: "1.01", DEEPSEEK: "1.01", KIMIK25: "1.01"}
+# Families that are always MoE (families_mla 1.1, the priced ones; GEMMA4MIX
+# even for dense variants). QWEN35 is MoE iff it has experts (`ModelSpec.is_moe`).
+MOE_FAMILIES = frozenset({MOE, DEEPSEEK, KIMIK25, HYBRIDMOE, QWEN3VL_MOE, GEMMA4MIX})
+# MoE workload distribution: "power_law" + "_<alpha>" (families_hybrid 6.1 item 10;
+# families_qwen35_gemma4 1.2, 3.2).
+_POWER_LAW_ALPHA = {MOE: "1.2", QWEN3VL_MOE: "1.2", HYBRIDMOE: "1.01", DEEPSEEK: "1.01", KIMIK25: "1.01",
+                    QWEN35: "1.2", GEMMA4MIX: "1.01"}  # fmt: skip
 
 
 class HybridConfig(NamedTuple):
@@ -109,6 +121,38 @@ class HybridConfig(NamedTuple):
     global_v_head_dim: int = 0
     sliding_window_size: int = 0
     dense_inter_size: int = 0
+
+
+class Qwen35Config(NamedTuple):
+    """``Qwen35Config`` (families_qwen35_gemma4 1.1): the layer types and the GDN geometry."""
+
+    layer_types: Tuple[str, ...]  # "linear_attention" (GDN) / "full_attention"; other values are not counted
+    linear_num_key_heads: int  # nk
+    linear_key_head_dim: int  # hk
+    linear_num_value_heads: int  # nv
+    linear_value_head_dim: int  # hv
+    linear_conv_kernel_dim: int  # d_conv
+    shared_expert_inter_size: int = 0  # S (MoE variant; 0 = no shared expert)
+
+    def layer_counts(self) -> Tuple[int, int]:
+        """(GDN layers, full-attention layers)."""
+        return self.layer_types.count("linear_attention"), self.layer_types.count("full_attention")
+
+
+class Gemma4Config(NamedTuple):
+    """``Gemma4MixConfig`` (families_qwen35_gemma4 3.1): layer types and the per-type attention geometry."""
+
+    layer_types: Tuple[str, ...]  # "sliding_attention" / "full_attention" (validated)
+    swa_num_kv_heads: int
+    swa_head_dim: int
+    global_num_kv_heads: int
+    global_head_dim: int
+    sliding_window_size: int = 0
+    attention_k_eq_v: bool = False
+
+    def layer_counts(self) -> Tuple[int, int]:
+        """(SWA layers, global layers)."""
+        return self.layer_types.count("sliding_attention"), self.layer_types.count("full_attention")
 
 
 class ModelSpec(NamedTuple):
@@ -138,10 +182,21 @@ class ModelSpec(NamedTuple):
     # KV cache size then takes DeepSeek-V3's 512 and 64, see StepContext.kv_elements_per_token)
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
+    qwen35: Optional[Qwen35Config] = None  # QWEN35
+    gemma4: Optional[Gemma4Config] = None  # GEMMA4MIX
 
     @property
     def is_moe(self) -> bool:
+        """Whether the MoE layout (moe_tp, moe_ep) applies: the MoE families,
+        and QWEN35 when it has experts (the spec's ``check_is_moe``)."""
+        if self.family == QWEN35:
+            return self.experts > 0
         return self.family in MOE_FAMILIES
+
+    @property
+    def gemma4_dense(self) -> bool:
+        """A dense Gemma 4 variant (``not topk or not E``): no routed experts, moe_ep must be 1."""
+        return self.family == GEMMA4MIX and (not self.topk or not self.experts)
 
     def heads_per_gpu(self, tp: int) -> Tuple[int, int]:
         """(n, n_kv): ``H // tp`` and ``ceil(Hkv / tp)`` (so n_kv >= 1 even when tp > Hkv)."""
@@ -154,6 +209,14 @@ class ModelSpec(NamedTuple):
         has none) for DEEPSEEK / KIMIK25, else ``ceil(Hkv / tp) * d * L * 2``."""
         if self.family in (DEEPSEEK, KIMIK25):
             return self.num_layers * ((self.kv_lora_rank or 512) + (self.qk_rope_head_dim or 64))
+        if self.family == GEMMA4MIX:
+            # The spec overrides the KV cache size per layer type with the SWA
+            # window cap (families_qwen35_gemma4 8, item 2), which this port
+            # does not restate: refuse rather than size it with the base formula.
+            raise ValueError(
+                f"unsupported: the KV-cache size of {self.name!r} (family GEMMA4MIX: per layer type, SWA "
+                "window-capped) is not implemented in aicsql.spec"
+            )
         return (self.kv_heads + tp - 1) // tp * self.head_dim * self.num_layers * 2
 
     def cp_kv_elements_per_layer_token(self, tp: int, kv_bytes: int, comm_bytes: int = 2) -> float:
@@ -224,6 +287,56 @@ def _hybrid_config(arch: str, cfg: dict, layers: int) -> HybridConfig:
     )
 
 
+def _int_field(cfg: dict, key: str, path: str) -> int:
+    """A required integer field (the spec's ``config[key]``: a missing key is an error)."""
+    try:
+        value = cfg[key]
+    except KeyError:
+        raise ValueError(f"{path}: {key} is missing") from None
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+        raise ValueError(f"{path}: {key} = {value!r} is not an integer")
+    return int(value)
+
+
+def _qwen35_config(cfg: dict, layers: int, path: str) -> Qwen35Config:
+    """families_qwen35_gemma4 1.1: ``layer_types`` must have one entry per layer (values unchecked)."""
+    layer_types = cfg.get("layer_types") or []
+    if len(layer_types) != layers:
+        raise ValueError(f"Qwen3.5 layer_types length {len(layer_types)} != num_hidden_layers {layers}")
+    return Qwen35Config(
+        tuple(layer_types),
+        *(_int_field(cfg, key, path) for key in ("linear_num_key_heads", "linear_key_head_dim",
+                                                  "linear_num_value_heads", "linear_value_head_dim",
+                                                  "linear_conv_kernel_dim")),
+        shared_expert_inter_size=int(cfg.get("shared_expert_intermediate_size", 0) or 0),
+    )  # fmt: skip
+
+
+_GEMMA4_LAYER_TYPES = ("sliding_attention", "full_attention")
+
+
+def _gemma4_config(cfg: dict, layers: int, path: str) -> Gemma4Config:
+    """families_qwen35_gemma4 3.1: validated layer types; the global geometry falls back to the SWA one."""
+    layer_types = cfg.get("layer_types") or []
+    if len(layer_types) != layers:
+        raise ValueError(f"Gemma 4 layer_types length {len(layer_types)} != num_hidden_layers {layers}")
+    if any(t not in _GEMMA4_LAYER_TYPES for t in layer_types):
+        raise ValueError("Gemma 4 layer_types must contain only 'sliding_attention' or 'full_attention'")
+    swa_kv = _int_field(cfg, "num_key_value_heads", path)
+    swa_hd = _int_field(cfg, "head_dim", path)
+    glob_kv = cfg.get("num_global_key_value_heads")
+    glob_hd = cfg.get("global_head_dim")
+    return Gemma4Config(
+        tuple(layer_types),
+        swa_kv,
+        swa_hd,
+        swa_kv if glob_kv is None else int(glob_kv),
+        swa_hd if glob_hd is None else int(glob_hd),
+        int(cfg.get("sliding_window", 0) or 0),
+        bool(cfg.get("attention_k_eq_v", False)),
+    )
+
+
 def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) -> ModelSpec:
     """The fields of a config.json document (see module doc)."""
     archs = config.get("architectures") or []
@@ -283,6 +396,8 @@ def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) ->
         weight_block_size=block,
         kv_lora_rank=int(cfg.get("kv_lora_rank", 0) or 0) if arch in _MLA_ARCHITECTURES else 0,
         qk_rope_head_dim=int(cfg.get("qk_rope_head_dim", 0) or 0) if arch in _MLA_ARCHITECTURES else 0,
+        qwen35=_qwen35_config(cfg, int(L), path) if family == QWEN35 else None,
+        gemma4=_gemma4_config(cfg, int(L), path) if family == GEMMA4MIX else None,
     )
 
 

@@ -1,6 +1,6 @@
 """The leaf ops of a step and what one application of each costs
 (docs/spec 6, 8, 10; families_mla_gptoss_fp8static.md 5, 6;
-families_hybrid_vl_databases.md 1.6).
+families_hybrid_vl_databases.md 1.6; families_qwen35_gemma4.md 1.6, 2).
 
 Every op has a *count* (a multiplier, usually a layer count) and its query
 returns ``count * per_application_latency`` (one multiplication). Its
@@ -8,12 +8,14 @@ returns ``count * per_application_latency`` (one multiplication). Its
 GEMM ``n * k * quant.memory``, the embedding ``rows * h * 2`` (rows =
 ``V // tp`` for LLAMA / MOE, ``V`` for DEEPSEEK / HYBRIDMOE), the routed
 experts ``h * I * E * quant.memory * 3 // moe_ep // moe_tp``; attention,
-elementwise and communication ops weigh 0.0. An op is
-evaluated against a `Call` -- the step's ``x`` (tokens), ``batch_size``, ``s``
-and ``prefix`` -- and returns an `OpValue`: the total, the interpolation path
-of its table lookups and its first table lookup (how the goldens describe
-an op). The MLA ops are in `mla_ops`, the composite ones in `composite`, the
-op lists in `families`.
+elementwise, GDN and communication ops weigh 0.0. An op is evaluated
+against a `Call` -- the step's ``x`` (tokens), ``batch_size``, ``s`` and
+``prefix`` -- and returns an `OpValue`: the total, the interpolation path of
+its table lookups, its first table lookup (how the goldens describe an op)
+and, for the ops whose lookup falls back to a SOL instead of missing
+(`GDNKernel`), the source of the value (``"silicon"`` / ``"sol"``). The MLA
+ops are in `mla_ops`, the composite ones in `composite`, the op lists in
+`families`.
 
 Context parallelism (cp > 1, sglang's prefill all-gather CP): a token-major
 context op built with ``seq_split = cp`` (embedding, elementwise, GEMM,
@@ -30,6 +32,7 @@ from typing import List, NamedTuple, Optional, Tuple
 
 from ..gemm import GemmMiss
 from ..kernels import Kernels, NcclTable, PerfMiss, lookup_call
+from ..kernels.gdn import LOOKUP_METHOD as GDN_LOOKUP, GDNShape, GDNTable
 from ..kernels.quant import COMM_QUANTS, FMHA_QUANTS, KV_QUANTS, MOE_QUANTS
 from ..sol import GEMM_QUANTS, QuantMode, gemm_sol
 
@@ -41,6 +44,7 @@ __all__ = [
     "ElementWise",
     "Embedding",
     "GEMM",
+    "GDNKernel",
     "GenerationAttention",
     "Lookup",
     "MoE",
@@ -79,6 +83,9 @@ class OpValue(NamedTuple):
     total: float  # count * per-application latency (ms)
     path: Optional[str]  # interp path(s) of the lookups, None without a table lookup
     lookup: Optional[Lookup]  # the first table lookup the op made
+    # Where the value came from, for lookups that answer with a SOL instead of
+    # missing: "silicon" or "sol" (GDNKernel); None for every other op.
+    source: Optional[str] = None
 
 
 class Parallel(NamedTuple):
@@ -340,6 +347,35 @@ class GenerationAttention(Op):
         args, kwargs = table.lookup_args(call.batch_size, call.s, self.n, self.n_kv, self.kv, self.d, self.w)
         value, path = table.query(call.batch_size, call.s, self.n, self.n_kv, self.kv, self.d, self.w)
         return OpValue(self.count * value, path, Lookup("generation_attention_perf", args, kwargs))
+
+
+class GDNKernel(Op):
+    """One gated-delta-net kernel of a QWEN35 layer group (families_qwen35_gemma4
+    1.6, 2): the GDN table's value for the model's *unsharded* GDN shape at
+    every tp, times the count; no extras, weights 0.
+
+    Context kernels are looked up at ``(batch_size, s)``, generation kernels
+    at ``batch_size`` with ``seq_len = None``: their value does not depend on
+    the decode step (``s_dependent`` False). The lookup never misses: a
+    missing table, kernel, shape or grid anchor is the kernel's memory SOL,
+    reported with source ``"sol"`` and no interp path. The lookup is recorded
+    under the spec's method name ``query_gdn`` (the goldens' lookup_table)."""
+
+    kind = "GDNKernel"
+    quant_label = ""
+    s_dependent = False
+
+    def __init__(self, name, count, kernel: str, phase: str, shape: GDNShape):
+        super().__init__(name, count)
+        self.kernel = kernel
+        self.phase = phase
+        self.shape = GDNShape(*shape)
+
+    def evaluate(self, k, call):
+        seq_len = call.s if self.phase == "context" else None
+        latency, path, source = k.gdn.query(self.phase, self.kernel, call.batch_size, seq_len, self.shape)
+        kwargs = GDNTable.lookup_kwargs(self.phase, self.kernel, call.batch_size, seq_len, self.shape)
+        return OpValue(self.count * latency, path, Lookup(GDN_LOOKUP, [], kwargs), source)
 
 
 def _all_reduce(k: Kernels, count, gpus: int, size: int) -> OpValue:

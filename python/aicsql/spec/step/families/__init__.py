@@ -7,6 +7,8 @@ observable: per-op values are summed in it, docs/spec 9.3).
 | MOE (GPT-OSS included), QWEN3VL_MOE | `moe` | docs/spec 10.2; families_mla 4; families_hybrid 2 |
 | DEEPSEEK, KIMIK25 | `deepseek` | families_mla 3 |
 | HYBRIDMOE | `hybrid_moe` | families_hybrid 1.4, 1.5 |
+| QWEN35 | `qwen35` | families_qwen35_gemma4 1.3 - 1.7 |
+| GEMMA4MIX | `gemma4` | families_qwen35_gemma4 3.3 - 3.7 |
 
 A builder takes the model, the phase ('context' | 'generation'), the
 parallel layout, the phase's quant modes and the backend. MTP is off
@@ -17,9 +19,9 @@ from __future__ import annotations
 
 from typing import List
 
-from ..model import DEEPSEEK, HYBRIDMOE, KIMIK25, LLAMA, MOE, QWEN3VL, QWEN3VL_MOE, ModelSpec
+from ..model import DEEPSEEK, GEMMA4MIX, HYBRIDMOE, KIMIK25, LLAMA, MOE, QWEN3VL, QWEN3VL_MOE, QWEN35, ModelSpec
 from ..ops import Op, Parallel, PhaseQuants
-from . import deepseek, hybrid_moe, llama, moe
+from . import deepseek, gemma4, hybrid_moe, llama, moe, qwen35
 
 __all__ = ["build_ops"]
 
@@ -31,6 +33,8 @@ _BUILDERS = {
     DEEPSEEK: deepseek.build,
     KIMIK25: deepseek.build,
     HYBRIDMOE: hybrid_moe.build,
+    QWEN35: qwen35.build,
+    GEMMA4MIX: gemma4.build,
 }
 
 
