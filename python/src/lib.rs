@@ -6,6 +6,7 @@
 //! Nothing here computes a number: the estimators live in `aicsql-udfs` and
 //! `aicsql-tables`, the Python path in `aicsql/spec`.
 
+mod arrow_bridge;
 mod capsules;
 mod python_scalar;
 mod python_table;

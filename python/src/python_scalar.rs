@@ -8,7 +8,6 @@ use std::hash::{Hash, Hasher};
 
 use arrow::array::{ArrayData, ArrayRef, make_array};
 use arrow::compute::cast;
-use arrow::pyarrow::{FromPyArrow, ToPyArrow};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, exec_datafusion_err, exec_err};
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature};
@@ -84,10 +83,10 @@ impl ScalarUDFImpl for PythonScalar {
         let result = Python::attach(|py| -> PyResult<ArrayData> {
             let mut call_args = vec![settings_dict(py, &options)?.into_any()];
             for array in &arrays {
-                call_args.push(array.to_data().to_pyarrow(py)?);
+                call_args.push(crate::arrow_bridge::to_pyarrow(py, &array.to_data())?);
             }
             let out = self.func.bind(py).call1(PyTuple::new(py, call_args)?)?;
-            ArrayData::from_pyarrow_bound(&out)
+            crate::arrow_bridge::array_from_pyarrow(&out)
         })
         .map_err(|e| exec_datafusion_err!("{name}: {e}"))?;
         let array = make_array(result);

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::pyarrow::FromPyArrow;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, ScalarValue, exec_datafusion_err, exec_err, plan_err};
@@ -105,7 +104,7 @@ impl TableFunctionImpl for PythonTable {
                 call_args.push(value.to_python(py)?);
             }
             let out = self.func.bind(py).call1(PyTuple::new(py, call_args)?)?;
-            RecordBatch::from_pyarrow_bound(&out)
+            crate::arrow_bridge::batch_from_pyarrow(&out)
         })
         .map_err(|e| exec_datafusion_err!("{name}: {e}"))?;
         let describe = |schema: &SchemaRef| -> Vec<String> {
