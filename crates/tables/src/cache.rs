@@ -17,8 +17,8 @@ use crate::error::{Result, TablesError};
 use crate::gemm::GemmTable;
 use crate::kernels::{
     AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextMlaModuleTable, ContextMlaTable, GdnTable,
-    GenerationAttentionTable, GenerationMlaModuleTable, GenerationMlaTable, MlaBmmTable, MoeTable, NcclTable,
-    ScaleMatrixTable,
+    GenerationAttentionTable, GenerationMlaModuleTable, GenerationMlaTable, Mamba2Table, MlaBmmTable, MoeTable,
+    NcclTable, ScaleMatrixTable,
 };
 use crate::model::ModelConfig;
 use crate::op_sol::OpSol;
@@ -119,6 +119,7 @@ pub struct TableCache {
     pub(crate) mla_context_module: Slots<(DbKey, bool), ContextMlaModuleTable>,
     pub(crate) mla_generation_module: Slots<(DbKey, bool), GenerationMlaModuleTable>,
     pub(crate) gdn: Slots<(DbKey, bool), GdnTable>,
+    pub(crate) mamba2: Slots<(DbKey, bool), Mamba2Table>,
     /// `op_kernel_source_manifest.yaml`, parsed once.
     pub(crate) manifests: Slots<PathBuf, serde_yaml_ng::Value>,
     pub(crate) systems: Slots<String, (SystemSpec, PathBuf)>,

@@ -135,6 +135,23 @@ impl OpSol {
         div(Num::Int(bytes), self.mem_bw) * 1000.0
     }
 
+    /// The memory roofline of a Mamba-2 kernel (raw `mem_bw`, like the GDN
+    /// one; families_nemotron.md 1.6): `conv` for the two convolution
+    /// kernels, else the state-space scan / update. `seq_len`: the prompt
+    /// length of a context kernel, `None` for a decode step.
+    pub fn mamba2(&self, conv: bool, batch: i64, seq_len: Option<i64>, shape: &crate::kernels::Mamba2Shape) -> f64 {
+        let i = i128::from;
+        let x = seq_len.map_or(i(batch), |s| i(batch) * i(s));
+        let inner = i(shape.heads) * i(shape.head_dim);
+        let bytes = if conv {
+            let channels = inner + 2 * i(shape.groups) * i(shape.d_state);
+            x * channels * (i(shape.d_conv) + 1) * 2 + x * channels * 2
+        } else {
+            x * (inner + i(shape.groups) * i(shape.d_state) * 2 + i(shape.heads)) * 2 + x * inner * 2
+        };
+        div(Num::Int(bytes), self.mem_bw) * 1000.0
+    }
+
     /// A pipeline hand-off of `bytes` (no table: the spec's formula in
     /// every database mode): `(bytes / inter_node_bw + p2p_latency) * 1000`.
     pub fn p2p(&self, bytes: i64) -> f64 {

@@ -82,6 +82,9 @@ pub const MLA_GENERATION_MODULE_FILE: TableFile = TableFile {
 };
 /// Gated-delta-net kernels (Qwen3.5), under `linear_attention/`.
 pub const GDN_FILE: TableFile = TableFile { table: "gdn", file: "gdn_perf", family: "linear_attention", label: "GDN" };
+/// Mamba-2 kernels (Nemotron-H), under `linear_attention/` (trtllm only).
+pub const MAMBA2_FILE: TableFile =
+    TableFile { table: "mamba2", file: "mamba2_perf", family: "linear_attention", label: "Mamba-2" };
 /// NCCL lives under `comm/nccl/<nccl_version>/` (legacy `nccl/<nccl_version>/`):
 /// discovery sees backend `nccl`, version = the NCCL version.
 pub const NCCL_FILE: TableFile = TableFile { table: "nccl", file: "nccl_perf", family: "comm", label: "NCCL" };

@@ -40,10 +40,16 @@ fn every_wave_one_family_golden_row() {
     assert!(failed.is_empty(), "not bit-identical: {failed:?}");
 }
 
-/// The second-wave families priced so far (docs/spec/families_qwen35_gemma4.md):
-/// every wave-2 row of Qwen3.5 (dense and MoE, gated-delta-net layers) and
-/// Gemma 4 (sliding-window / global layers), compared as above.
-const WAVE_TWO_PRICED: [&str; 3] = ["Qwen/Qwen3.5-27B", "Qwen/Qwen3.5-35B-A3B", "google/gemma-4-26B-A4B"];
+/// The second-wave families priced so far (docs/spec/families_qwen35_gemma4.md,
+/// families_nemotron.md): every wave-2 row of Qwen3.5 (dense and MoE,
+/// gated-delta-net layers), Gemma 4 (sliding-window / global layers) and
+/// Nemotron-H (Mamba-2 hybrid), compared as above.
+const WAVE_TWO_PRICED: [&str; 4] = [
+    "Qwen/Qwen3.5-27B",
+    "Qwen/Qwen3.5-35B-A3B",
+    "google/gemma-4-26B-A4B",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+];
 
 #[test]
 fn every_wave_two_golden_row_of_the_priced_families() {

@@ -6,7 +6,7 @@
 mod common;
 
 use aicsql_tables::grid::GridPath;
-use aicsql_tables::kernels::{DatabaseTable, GdnAnswer, GdnKernel, GdnShape, GdnTable};
+use aicsql_tables::kernels::{DatabaseTable, GdnKernel, GdnShape, GdnTable, RooflineAnswer};
 
 use common::tree;
 
@@ -19,10 +19,10 @@ fn table(db: &str) -> std::sync::Arc<GdnTable> {
     GdnTable::cached(tree(), parts[0], parts[1], parts[2], true).unwrap_or_else(|e| panic!("{db}: {e}"))
 }
 
-fn table_value(answer: GdnAnswer) -> (f64, GridPath) {
+fn table_value(answer: RooflineAnswer) -> (f64, GridPath) {
     match answer {
-        GdnAnswer::Table(v, path) => (v, path),
-        GdnAnswer::Roofline(v) => panic!("roofline {v}, expected a table value"),
+        RooflineAnswer::Table(v, path) => (v, path),
+        RooflineAnswer::Roofline(v) => panic!("roofline {v}, expected a table value"),
     }
 }
 
@@ -50,13 +50,13 @@ fn without_an_anchor_the_answer_is_the_memory_roofline() {
     // No stored shape has d_model 6000; the scan's bytes do not involve
     // d_model, so its roofline is the 27B shape's.
     let unknown = GdnShape { d_model: 6000, ..QWEN35_27B };
-    assert_eq!(t.query(GdnKernel::ChunkScan, 1, 1024, &unknown), GdnAnswer::Roofline(0.010758117402597403));
+    assert_eq!(t.query(GdnKernel::ChunkScan, 1, 1024, &unknown), RooflineAnswer::Roofline(0.010758117402597403));
     // vllm before 0.24.0 never collected the scan: the roofline, not a miss.
     let old = table("b200_sxm/vllm/0.19.0");
-    assert_eq!(old.query(GdnKernel::ChunkScan, 1, 1024, &QWEN35_27B), GdnAnswer::Roofline(0.010758117402597403));
-    assert_eq!(old.query(GdnKernel::ConvFn, 1, 1024, &QWEN35_27B), GdnAnswer::Roofline(0.013073155324675324));
-    assert_eq!(old.query(GdnKernel::Recurrence, 1, 0, &QWEN35_27B), GdnAnswer::Roofline(0.0004122597402597402));
+    assert_eq!(old.query(GdnKernel::ChunkScan, 1, 1024, &QWEN35_27B), RooflineAnswer::Roofline(0.010758117402597403));
+    assert_eq!(old.query(GdnKernel::ConvFn, 1, 1024, &QWEN35_27B), RooflineAnswer::Roofline(0.013073155324675324));
+    assert_eq!(old.query(GdnKernel::Recurrence, 1, 0, &QWEN35_27B), RooflineAnswer::Roofline(0.0004122597402597402));
     // A database with no GDN file at all loads as an empty table.
     let none = table("a100_sxm/sglang/0.5.9");
-    assert!(matches!(none.query(GdnKernel::ConvFn, 1, 1024, &QWEN35_27B), GdnAnswer::Roofline(_)));
+    assert!(matches!(none.query(GdnKernel::ConvFn, 1, 1024, &QWEN35_27B), RooflineAnswer::Roofline(_)));
 }

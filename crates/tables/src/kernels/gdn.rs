@@ -13,8 +13,8 @@ use crate::cache::{DbKey, Slots, TableCache};
 use crate::columns::{Col, scan};
 use crate::discovery::DataTree;
 use crate::error::{ErrorClass, Result};
-use crate::grid::{Grid, GridConfig, GridPath};
-use crate::kernels::{DatabaseTable, Origin, system_constants};
+use crate::grid::{Grid, GridConfig};
+use crate::kernels::{DatabaseTable, Origin, RooflineAnswer, system_constants};
 use crate::op_sol::OpSol;
 use crate::sources::{GDN_FILE, plan};
 
@@ -78,15 +78,6 @@ pub struct GdnShape {
     pub v_heads: i64,
     pub v_head_dim: i64,
     pub d_conv: i64,
-}
-
-/// How a GDN lookup was answered.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum GdnAnswer {
-    /// From the table (an exact hit, an interpolation or a hold).
-    Table(f64, GridPath),
-    /// The memory roofline: the table had nothing to anchor the query.
-    Roofline(f64),
 }
 
 /// One model shape's data of one (kernel, phase).
@@ -247,9 +238,9 @@ impl GdnTable {
 
     /// `query_gdn(phase, kernel, batch_size, seq_len, shape)`: `seq_len` is
     /// the prompt length in context and ignored in generation.
-    pub fn query(&self, kernel: GdnKernel, batch: i64, seq_len: i64, shape: &GdnShape) -> GdnAnswer {
+    pub fn query(&self, kernel: GdnKernel, batch: i64, seq_len: i64, shape: &GdnShape) -> RooflineAnswer {
         let seq = if kernel.is_context() { Some(seq_len) } else { None };
-        let roofline = GdnAnswer::Roofline(self.sol.gdn(kernel.name(), batch, seq, shape));
+        let roofline = RooflineAnswer::Roofline(self.sol.gdn(kernel.name(), batch, seq, shape));
         match self.curve(kernel, shape) {
             Some(Curve::Context(grid)) => {
                 if seq_len <= 0 {
@@ -257,14 +248,14 @@ impl GdnTable {
                 }
                 let sol = |c: &[i64; 2]| self.sol.gdn(kernel.name(), c[0], Some(c[1]), shape);
                 match grid.resolve([batch, seq_len], GridConfig::RAW, &sol) {
-                    Ok((v, path)) => GdnAnswer::Table(v, path),
+                    Ok((v, path)) => RooflineAnswer::Table(v, path),
                     Err(_) => roofline,
                 }
             }
             Some(Curve::Generation(grid)) => {
                 let sol = |c: &[i64; 1]| self.sol.gdn(kernel.name(), c[0], None, shape);
                 match grid.resolve([batch], GridConfig::RAW, &sol) {
-                    Ok((v, path)) => GdnAnswer::Table(v, path),
+                    Ok((v, path)) => RooflineAnswer::Table(v, path),
                     Err(_) => roofline,
                 }
             }

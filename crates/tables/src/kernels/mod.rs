@@ -8,6 +8,7 @@ mod allreduce;
 mod context_attention;
 mod gdn;
 mod generation_attention;
+mod mamba2;
 mod mla;
 mod moe;
 mod nccl;
@@ -20,15 +21,16 @@ use std::sync::Arc;
 use crate::cache::{DbKey, Slots, TableCache, db_key};
 use crate::discovery::DataTree;
 use crate::error::{Result, TablesError};
-use crate::grid::GridMiss;
+use crate::grid::{GridMiss, GridPath};
 use crate::op_sol::OpSol;
 use crate::sources::TableSource;
 use crate::system::{SystemSpec, system_spec};
 
 pub use allreduce::AllReduceTable;
 pub use context_attention::{ContextAttentionTable, CtxAttnQuery};
-pub use gdn::{GdnAnswer, GdnKernel, GdnShape, GdnTable};
+pub use gdn::{GdnKernel, GdnShape, GdnTable};
 pub use generation_attention::{GenAttnQuery, GenAttnResult, GenerationAttentionTable};
+pub use mamba2::{Mamba2Kernel, Mamba2Shape, Mamba2Table};
 pub use mla::{
     ContextMlaModuleTable, ContextMlaTable, CtxMlaQuery, GenerationMlaModuleTable, GenerationMlaTable, MlaBmmTable,
 };
@@ -72,6 +74,17 @@ pub trait DatabaseTable: Sized {
     fn sources(&self) -> &[TableSource] {
         &self.origin().sources
     }
+}
+
+/// The answer of a linear-attention kernel table (GDN, Mamba-2), which
+/// never misses: where it has nothing to anchor a query, the spec prices
+/// the kernel at its memory roofline instead.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RooflineAnswer {
+    /// From the table (an exact hit, an interpolation or a hold).
+    Table(f64, GridPath),
+    /// The memory roofline.
+    Roofline(f64),
 }
 
 /// Why a kernel-table lookup has no answer. The spec raises

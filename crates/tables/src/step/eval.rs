@@ -10,8 +10,9 @@ use crate::gemm::{GemmPlan, GemmTable};
 use crate::grid::GridPath;
 use crate::kernels::{
     AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextMlaModuleTable, ContextMlaTable, CtxAttnQuery,
-    CtxMlaQuery, DatabaseTable, GdnAnswer, GdnTable, GenAttnQuery, GenerationAttentionTable, GenerationMlaModuleTable,
-    GenerationMlaTable, KernelMiss, MlaBmmTable, MoeQuery, MoeShape, MoeTable, NcclTable, ScaleMatrixTable,
+    CtxMlaQuery, DatabaseTable, GdnTable, GenAttnQuery, GenerationAttentionTable, GenerationMlaModuleTable,
+    GenerationMlaTable, KernelMiss, Mamba2Table, MlaBmmTable, MoeQuery, MoeShape, MoeTable, NcclTable, RooflineAnswer,
+    ScaleMatrixTable,
 };
 use crate::modes::MoeQuant;
 use crate::op_sol::OpSol;
@@ -90,6 +91,7 @@ pub(crate) struct Tables<'a> {
     mla_context_module: Option<Arc<ContextMlaModuleTable>>,
     mla_generation_module: Option<Arc<GenerationMlaModuleTable>>,
     gdn: Option<Arc<GdnTable>>,
+    mamba2: Option<Arc<Mamba2Table>>,
     /// The fp8_static GEMM roofline (its floor), built on first use.
     fp8_static_sol: Option<Arc<GemmSol>>,
 }
@@ -170,6 +172,18 @@ fn silicon((per_app, path): (f64, GridPath), lookup: Lookup) -> OpValue {
     OpValue { per_app, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon" }
 }
 
+/// A linear-attention kernel's value: the table's, or where it had nothing
+/// to anchor the query, the roofline the spec answers with instead of a
+/// miss (reported without an interpolation path, source `sol`).
+fn roofline_value(answer: RooflineAnswer, lookup: Lookup) -> OpValue {
+    match answer {
+        RooflineAnswer::Table(latency, path) => silicon((latency, path), lookup),
+        RooflineAnswer::Roofline(latency) => {
+            OpValue { per_app: latency, lookup: Some(lookup), path: None, source: "sol" }
+        }
+    }
+}
+
 /// The table in `slot`, loaded by `load` the first time this step needs it
 /// (the process-wide cache behind `load` makes later steps cheap too).
 fn loaded_once<T>(
@@ -230,6 +244,7 @@ impl<'a> Tables<'a> {
             mla_context_module: None,
             mla_generation_module: None,
             gdn: None,
+            mamba2: None,
             fp8_static_sol: None,
         })
     }
@@ -317,6 +332,10 @@ impl<'a> Tables<'a> {
 
     fn gdn(&mut self) -> Result<Arc<GdnTable>, TablesError> {
         self.kernel_table(|t| &mut t.gdn)
+    }
+
+    fn mamba2(&mut self) -> Result<Arc<Mamba2Table>, TablesError> {
+        self.kernel_table(|t| &mut t.mamba2)
     }
 
     /// The database's table of kind `T` in the slot `slot` picks, loaded on first use.
@@ -551,15 +570,13 @@ impl<'a> Tables<'a> {
                 let seq_len = kernel.is_context().then_some(at.s);
                 let lookup = Lookup::Gdn { kernel, batch: at.batch, seq_len, shape };
                 let table = self.gdn().map_err(|e| load_failure(e, at.name, lookup))?;
-                match table.query(kernel, at.batch, at.s, &shape) {
-                    GdnAnswer::Table(latency, path) => silicon((latency, path), lookup),
-                    // Nothing in the table to anchor the query: the spec
-                    // answers with the roofline rather than a miss.
-                    // (no interpolation path, as the spec reports it).
-                    GdnAnswer::Roofline(latency) => {
-                        OpValue { per_app: latency, lookup: Some(lookup), path: None, source: "sol" }
-                    }
-                }
+                roofline_value(table.query(kernel, at.batch, at.s, &shape), lookup)
+            }
+            OpSpec::Mamba2 { kernel, shape } => {
+                let seq_len = kernel.is_context().then_some(at.s);
+                let lookup = Lookup::Mamba2 { kernel, batch: at.batch, seq_len, shape };
+                let table = self.mamba2().map_err(|e| load_failure(e, at.name, lookup))?;
+                roofline_value(table.query(kernel, at.batch, at.s, &shape), lookup)
             }
             OpSpec::Fallback { .. } | OpSpec::Overlap { .. } => {
                 return Err(StepError::Data(TablesError::Internal(format!(

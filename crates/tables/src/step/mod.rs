@@ -12,6 +12,7 @@ mod gemma4;
 mod gemms;
 mod hybrid;
 mod model;
+mod nemotron_h;
 mod ops;
 mod quants;
 mod qwen35;
@@ -432,7 +433,7 @@ fn quant_label(op: &Op) -> String {
         OpSpec::GenerationMla { kv, .. } => format!("kv={kv}"),
         OpSpec::MlaBmm { quant, .. } => quant.name().into(),
         // GDN kernels ignore every quant mode.
-        OpSpec::Gdn { .. } => String::new(),
+        OpSpec::Gdn { .. } | OpSpec::Mamba2 { .. } => String::new(),
         // As the spec reports them: a composite has no quant of its own.
         OpSpec::Fallback { .. } | OpSpec::Overlap { .. } => String::new(),
     }

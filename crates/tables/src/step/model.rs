@@ -10,6 +10,7 @@ use crate::model::{ModelConfig, read_model_config};
 use crate::step::StepShape;
 use crate::step::gemma4::Gemma4;
 use crate::step::hybrid::Hybrid;
+use crate::step::nemotron_h::NemotronH;
 use crate::step::qwen35::Qwen35;
 use crate::step::types::StepError;
 
@@ -31,10 +32,13 @@ pub(crate) enum Family {
     /// Gemma 4: sliding-window and global layers, shared MLP plus experts
     /// (docs/spec/families_qwen35_gemma4.md 3).
     Gemma4,
+    /// Nemotron-H: Mamba-2, attention, MoE and MLP layers
+    /// (docs/spec/families_nemotron.md 1).
+    NemotronH,
 }
 
 /// The spec's families this crate does not build yet: refused by name.
-const LATER_FAMILIES: [&str; 5] = ["DEEPSEEKV32", "DEEPSEEKV4", "NEMOTRONH", "NEMOTRONNAS", "MINIMAXM3"];
+const LATER_FAMILIES: [&str; 4] = ["DEEPSEEKV32", "DEEPSEEKV4", "NEMOTRONNAS", "MINIMAXM3"];
 
 /// The dimensions the op lists use, with the spec's fallbacks applied.
 #[derive(Debug, Clone)]
@@ -59,6 +63,8 @@ pub(crate) struct ModelDesc {
     pub gpt_oss: bool,
     /// HYBRIDMOE's layer patterns and SWA dimensions.
     pub hybrid: Option<Hybrid>,
+    /// NEMOTRONH's layer counts and Mamba-2 shape.
+    pub nemotron_h: Option<NemotronH>,
     /// QWEN35's layer counts and GDN shape.
     pub qwen35: Option<Qwen35>,
     /// GEMMA4MIX's layer counts and per-type attention.
@@ -117,6 +123,7 @@ impl ModelDesc {
             Some("DEEPSEEK" | "KIMIK25") => Family::Mla,
             Some("QWEN35") => Family::Qwen35,
             Some("GEMMA4MIX") => Family::Gemma4,
+            Some("NEMOTRONH") => Family::NemotronH,
             Some(later) if LATER_FAMILIES.contains(&later) => {
                 return Err(StepError::input(format!(
                     "unsupported architecture {architecture}: the spec's {later} family is not implemented yet"
@@ -137,9 +144,16 @@ impl ModelDesc {
         };
         let heads = need(cfg.num_attention_heads, "num_attention_heads")?;
         let hidden = need(cfg.hidden_size, "hidden_size")?;
+        // Nemotron-H's pattern decides its layers; the count only sizes the
+        // memory and MTP, and falls back to the pattern's length.
+        let nemotron_h = if family == Family::NemotronH { Some(NemotronH::from_config(cfg, hidden)?) } else { None };
+        let layers = match (cfg.num_hidden_layers, nemotron_h) {
+            (None, Some(nh)) if nh.pattern_len > 0 => nh.pattern_len,
+            (given, _) => need(given, "num_hidden_layers")?,
+        };
         let desc = ModelDesc {
             family,
-            layers: need(cfg.num_hidden_layers, "num_hidden_layers")?,
+            layers,
             hidden,
             heads,
             kv_heads: cfg.num_key_value_heads.unwrap_or(0),
@@ -150,13 +164,14 @@ impl ModelDesc {
             experts: cfg.num_experts.unwrap_or(0),
             moe_inter: cfg.moe_intermediate_size.or(cfg.intermediate_size).unwrap_or(0),
             use_qk_norm: cfg.use_qk_norm,
-            distribution: if matches!(family, Family::HybridMoe | Family::Mla | Family::Gemma4) {
+            distribution: if matches!(family, Family::HybridMoe | Family::Mla | Family::Gemma4 | Family::NemotronH) {
                 "power_law_1.01"
             } else {
                 "power_law_1.2"
             },
             gpt_oss: architecture == "GptOssForCausalLM",
             hybrid: None,
+            nemotron_h: None,
             qwen35: None,
             gemma4: None,
             v_head_dim: 0,
@@ -169,6 +184,7 @@ impl ModelDesc {
         if family == Family::HybridMoe {
             desc.hybrid = Some(Hybrid::from_config(cfg, desc.layers)?);
         }
+        desc.nemotron_h = nemotron_h;
         if family == Family::Qwen35 {
             desc.qwen35 = Some(Qwen35::from_config(cfg, desc.layers, desc.hidden)?);
         }
@@ -192,7 +208,9 @@ impl ModelDesc {
         }
         // A dense Qwen3.5 is no MoE model, a dense Gemma 4 a MoE-family model
         // without experts; every other family but LLAMA needs experts.
-        let dense = (family == Family::Qwen35 && desc.experts == 0) || desc.gemma4.is_some_and(|g| g.dense);
+        let dense = (family == Family::Qwen35 && desc.experts == 0)
+            || desc.gemma4.is_some_and(|g| g.dense)
+            || desc.nemotron_h.is_some_and(|nh| nh.moe == 0);
         if desc.family != Family::Llama && !dense && (desc.topk < 1 || desc.experts < 1) {
             return Err(StepError::input(format!(
                 "{}: a MoE model needs num_experts_per_tok and a number of experts",
@@ -220,6 +238,8 @@ impl ModelDesc {
         match self.family {
             Family::Llama => false,
             Family::Qwen35 => self.experts > 0,
+            // MoE iff the pattern has MoE layers (Nemotron-H-56B has none).
+            Family::NemotronH => self.nemotron_h.is_some_and(|nh| nh.moe > 0),
             _ => true,
         }
     }
@@ -253,10 +273,10 @@ impl ModelDesc {
                 "trtllm does not support attention tp {tp} > 1 and attention dp {dp} > 1 together"
             )));
         }
-        if cp > 1 && matches!(self.family, Family::Qwen35 | Family::Gemma4) {
-            // Qwen3.5 does not support it; Gemma 4's context-parallel pipeline
-            // (families_qwen35_gemma4.md 3.7) has no golden yet.
-            let why = if self.family == Family::Qwen35 {
+        if cp > 1 && matches!(self.family, Family::Qwen35 | Family::Gemma4 | Family::NemotronH) {
+            // Qwen3.5 and Nemotron-H do not support it; Gemma 4's
+            // context-parallel pipeline (families_qwen35_gemma4.md 3.7) has no golden yet.
+            let why = if self.family != Family::Gemma4 {
                 "The model class must override ``supports_cp`` and implement CP in its op pipeline."
             } else {
                 "aicsql does not price Gemma 4's context-parallel pipeline yet."
@@ -323,7 +343,7 @@ impl ModelDesc {
                 if eep != 1 {
                     return Err(StepError::input(format!("dense Gemma 4 variants require moe_ep_size=1, got {eep}")));
                 }
-            } else if self.experts < eep {
+            } else if self.family != Family::NemotronH && self.experts < eep {
                 return Err(StepError::input(format!(
                     "moe_ep {eep} is larger than the {} experts of {}",
                     self.experts, self.architecture

@@ -1,7 +1,7 @@
 //! The op lists of the LLAMA and MOE families (docs/spec 6, 10.2): which ops a
 //! step runs, in which order, how often, with which shapes.
 
-use crate::kernels::{GdnKernel, GdnShape, MoeShape};
+use crate::kernels::{GdnKernel, GdnShape, Mamba2Kernel, Mamba2Shape, MoeShape};
 use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
 use crate::quant::GemmQuant;
 use crate::step::model::{Family, ModelDesc, Parallel};
@@ -133,6 +133,11 @@ pub(crate) enum OpSpec {
         kernel: GdnKernel,
         shape: GdnShape,
     },
+    /// A Mamba-2 kernel at the model's unsharded state-space shape (every tp).
+    Mamba2 {
+        kernel: Mamba2Kernel,
+        shape: Mamba2Shape,
+    },
     /// `max(a, b)` of the sums of `subs[a.0..a.1]` and `subs[b.0..b.1]`.
     Overlap {
         a: (usize, usize),
@@ -173,6 +178,7 @@ impl Op {
             | OpSpec::GenerationMla { .. } => true,
             // A decode GDN kernel is keyed by batch alone.
             OpSpec::Gdn { kernel, .. } => kernel.is_context(),
+            OpSpec::Mamba2 { kernel, .. } => kernel.is_context(),
             OpSpec::Fallback { primary, fallback } => {
                 subs[primary].reads_sequence(subs)
                     || subs[fallback.0..fallback.1].iter().any(|o| o.reads_sequence(subs))
@@ -245,6 +251,9 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
     }
     if let Some(q) = &model.qwen35 {
         return OpList::plain(crate::step::qwen35::op_list(model, q, par, quants, phase));
+    }
+    if let Some(nh) = &model.nemotron_h {
+        return OpList::plain(crate::step::nemotron_h::op_list(model, nh, par, quants, phase));
     }
     if let Some(g) = &model.gemma4 {
         return OpList::plain(crate::step::gemma4::op_list(model, g, par, quants, phase));
@@ -337,7 +346,7 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
                 p2p,
             ]);
         }
-        Family::Moe | Family::HybridMoe | Family::Mla | Family::Qwen35 | Family::Gemma4 => {
+        Family::Moe | Family::HybridMoe | Family::Mla | Family::Qwen35 | Family::Gemma4 | Family::NemotronH => {
             let (moe_tp, moe_ep, quant) = (par.moe_tp, par.moe_ep, quants.moe);
             // The generation step is not context-parallel: its exchange is
             // the attention-tp one over the cp ranks.
@@ -408,6 +417,7 @@ mod tests {
             distribution: "power_law_1.2",
             gpt_oss: false,
             hybrid: None,
+            nemotron_h: None,
             qwen35: None,
             gemma4: None,
             v_head_dim: 0,

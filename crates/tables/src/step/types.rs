@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::error::{ErrorClass, TablesError};
-use crate::kernels::{GdnKernel, GdnShape, MoeShape};
+use crate::kernels::{GdnKernel, GdnShape, Mamba2Kernel, Mamba2Shape, MoeShape};
 use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
 use crate::quant::GemmQuant;
 
@@ -89,6 +89,8 @@ pub enum OpKind {
     OverlapOp,
     /// A gated-delta-net kernel of a linear-attention layer (Qwen3.5).
     GdnKernel,
+    /// A Mamba-2 kernel of a state-space layer (Nemotron-H).
+    Mamba2Kernel,
 }
 
 impl OpKind {
@@ -112,6 +114,7 @@ impl OpKind {
             OpKind::FallbackOp => "FallbackOp",
             OpKind::OverlapOp => "OverlapOp",
             OpKind::GdnKernel => "GDNKernel",
+            OpKind::Mamba2Kernel => "Mamba2Kernel",
         }
     }
 }
@@ -219,6 +222,13 @@ pub enum Lookup {
         seq_len: Option<i64>,
         shape: GdnShape,
     },
+    /// `query_mamba2(phase=, kernel_source=, batch_size=, seq_len=, ...)`.
+    Mamba2 {
+        kernel: Mamba2Kernel,
+        batch: i64,
+        seq_len: Option<i64>,
+        shape: Mamba2Shape,
+    },
 }
 
 impl Lookup {
@@ -240,6 +250,7 @@ impl Lookup {
             Lookup::MlaBmm { .. } => "mla_bmm_perf",
             // The spec's report names the method here, not the file.
             Lookup::Gdn { .. } => "query_gdn",
+            Lookup::Mamba2 { .. } => "query_mamba2",
         }
     }
 
@@ -260,6 +271,7 @@ impl Lookup {
             Lookup::GenerationMla { .. } => "query_generation_mla",
             Lookup::MlaBmm { .. } => "query_mla_bmm",
             Lookup::Gdn { .. } => "query_gdn",
+            Lookup::Mamba2 { .. } => "query_mamba2",
         }
     }
 
@@ -299,6 +311,15 @@ impl Lookup {
                 let GdnShape { d_model, k_heads, k_head_dim, v_heads, v_head_dim, d_conv } = shape;
                 format!(
                     r#"{{"args": [], "kwargs": {{"phase": "{}", "kernel_source": "{}", "batch_size": {batch}, "seq_len": {seq}, "d_model": {d_model}, "num_k_heads": {k_heads}, "head_k_dim": {k_head_dim}, "num_v_heads": {v_heads}, "head_v_dim": {v_head_dim}, "d_conv": {d_conv}}}}}"#,
+                    kernel.phase(),
+                    kernel.name()
+                )
+            }
+            Lookup::Mamba2 { kernel, batch, seq_len, shape } => {
+                let seq = seq_len.map_or_else(|| "null".to_string(), |s| s.to_string());
+                let Mamba2Shape { d_model, d_state, d_conv, heads, head_dim, groups, chunk } = shape;
+                format!(
+                    r#"{{"args": [], "kwargs": {{"phase": "{}", "kernel_source": "{}", "batch_size": {batch}, "seq_len": {seq}, "d_model": {d_model}, "d_state": {d_state}, "d_conv": {d_conv}, "nheads": {heads}, "head_dim": {head_dim}, "n_groups": {groups}, "chunk_size": {chunk}}}}}"#,
                     kernel.phase(),
                     kernel.name()
                 )

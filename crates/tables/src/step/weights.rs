@@ -55,7 +55,8 @@ pub(crate) fn op_weights(op: &Op, subs: &[Op]) -> f64 {
         | OpSpec::ContextMla { .. }
         | OpSpec::GenerationMla { .. }
         | OpSpec::MlaBmm { .. }
-        | OpSpec::Gdn { .. } => 0.0,
+        | OpSpec::Gdn { .. }
+        | OpSpec::Mamba2 { .. } => 0.0,
     }
 }
 
