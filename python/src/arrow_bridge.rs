@@ -16,7 +16,7 @@ fn arrow_error(e: arrow::error::ArrowError) -> PyErr {
 }
 
 /// A Rust array as a `pyarrow.Array` (pyarrow takes the buffers over).
-pub fn to_pyarrow(py: Python<'_>, data: &ArrayData) -> PyResult<Py<PyAny>> {
+pub fn to_pyarrow<'py>(py: Python<'py>, data: &ArrayData) -> PyResult<Bound<'py, PyAny>> {
     let (array, schema) = to_ffi(data).map_err(arrow_error)?;
     let (mut array, mut schema) = (Box::new(array), Box::new(schema));
     let pyarrow = py.import("pyarrow")?;
@@ -26,7 +26,7 @@ pub fn to_pyarrow(py: Python<'_>, data: &ArrayData) -> PyResult<Py<PyAny>> {
     )?;
     // pyarrow moved the contents out (their release callbacks are now null),
     // so dropping the boxes releases nothing twice.
-    Ok(imported.unbind())
+    Ok(imported)
 }
 
 /// The exported C structs of a pyarrow object (an Array, or a

@@ -645,7 +645,7 @@ def priced_or_null(world, call, settings) -> bool:
 # step still refuses one of them as not implemented, its models may be
 # priced by the Python path alone (once the Rust path prices them, the
 # probes must agree again).
-PY_FIRST_FAMILIES = ("QWEN35", "GEMMA4MIX")
+PY_FIRST_FAMILIES = ("QWEN35", "GEMMA4MIX", "NEMOTRONH", "NEMOTRONNAS")
 
 
 def test_step_probes_agree_between_the_paths(world):

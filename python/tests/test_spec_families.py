@@ -3,7 +3,9 @@ bit: wave 1 -- GPT-OSS, fp8-static checkpoints, Qwen3-VL / Qwen3-VL-MoE
 (text path), HYBRIDMOE (Llama-4, MiMo-V2-Flash), DeepSeek and Kimi (MLA)
 (docs/spec/families_mla_gptoss_fp8static.md, families_hybrid_vl_databases.md)
 -- and the wave-2 families QWEN35 (Qwen3.5, with the GDN table) and GEMMA4MIX
-(Gemma 4) (docs/spec/families_qwen35_gemma4.md).
+(Gemma 4) (docs/spec/families_qwen35_gemma4.md), NEMOTRONH (Nemotron-3, with
+the Mamba-2 table) and NEMOTRONNAS (Llama-3.3-Nemotron-Super)
+(docs/spec/families_nemotron.md).
 
 Goldens: ``$AICSQL_GOLDENS``, else ``<repo>/tests/goldens``
 (``family_step_goldens.parquet``; the other ``wave == 2`` families are left
@@ -41,9 +43,13 @@ from aicsql.spec import data_dirs, engine_step, open_tree, step_latency, step_la
 from aicsql.spec.data import Database
 from aicsql.spec.kernels import kernels_for
 from aicsql.spec.kernels.gdn import CHUNK_RULE, CONV1D_FN, CONV1D_UPDATE, DECODE_RULE, GDNShape
+from aicsql.spec.kernels import MOE_QUANTS, mamba2
+from aicsql.spec.kernels.mamba2 import Mamba2Shape
 from aicsql.spec.serving.api import estimate_agg
 from aicsql.spec.step import step_context
 from aicsql.spec.step.api import engine_step_table
+from aicsql.spec.step.families import build_ops, nemotron_nas
+from aicsql.spec.step.model import parse_model
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO / "tests" / "goldens")
@@ -73,7 +79,13 @@ WAVE_2_FAMILY_OF = {
     "Qwen/Qwen3.5-27B": "QWEN35",
     "Qwen/Qwen3.5-35B-A3B": "QWEN35",
     "google/gemma-4-26B-A4B": "GEMMA4MIX",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": "NEMOTRONH",
+    "nvidia/Llama-3_3-Nemotron-Super-49B-v1": "NEMOTRONNAS",
 }
+QWEN35_GEMMA4 = {m: f for m, f in WAVE_2_FAMILY_OF.items() if f in ("QWEN35", "GEMMA4MIX")}
+NEMOTRON = {m: f for m, f in WAVE_2_FAMILY_OF.items() if f.startswith("NEMOTRON")}
+# Ops whose lookup answers with a SOL instead of missing: the goldens' source column is compared.
+SOURCED_KINDS = ("GDNKernel", "Mamba2Kernel")
 
 needs_data = require(have_data(open_tree), f"no perf data under {data_dirs()} (run the fetch step)")
 needs_goldens = require(FAMILY_GOLDENS.is_file(), f"no family goldens at {FAMILY_GOLDENS}")
@@ -125,7 +137,7 @@ def golden_groups():
 def _check_golden_rows(golden_groups, families: dict, wave: int):
     """Every op row of the `wave` configs of the models in `families` (total_ms,
     latency_ms = total/count, weighted total, labels), every __gen_step_total__
-    and both __step_total__ values, bit for bit; GDN rows also their source.
+    and both __step_total__ values, bit for bit; GDN and Mamba-2 rows also their source.
     Returns the bit-identical row counts per family."""
     wrong: list = []
     labels_wrong: list = []
@@ -162,7 +174,7 @@ def _check_golden_rows(golden_groups, families: dict, wave: int):
                             continue  # the golden query records name the method, checked through the args
                     if got != want:
                         labels_wrong.append((where, col, got, want))
-                if g["op_kind"] == "GDNKernel" and m["source"] != g["source"]:
+                if g["op_kind"] in SOURCED_KINDS and m["source"] != g["source"]:
                     labels_wrong.append((where, "source", m["source"], g["source"]))
             if g["row_kind"] == "step_total":
                 col = "ttft_ms" if phase == "context" else "tpot_ms"
@@ -196,11 +208,29 @@ def test_every_qwen35_and_gemma4_golden_row(golden_groups):
     gemma-4-26B-A4B on b200_sxm/sglang/0.5.14, tp 2, B 1 x isl 1024 and B 8 x
     isl 4096: 830 op rows (the 40 GDN rows exact hits of query_gdn, source
     silicon), 24 decode-step totals, 12 phase totals -- all bit for bit."""
-    per_family = _check_golden_rows(golden_groups, WAVE_2_FAMILY_OF, 2)
+    per_family = _check_golden_rows(golden_groups, QWEN35_GEMMA4, 2)
     assert per_family["QWEN35"]["config-phases"] == 8 and per_family["GEMMA4MIX"]["config-phases"] == 4
     assert sum(c["op rows"] for c in per_family.values()) == 830
     assert sum(c["gen_step_total rows"] for c in per_family.values()) == 24
     assert sum(c["step_total rows"] for c in per_family.values()) == 12
+
+
+@needs_data
+@needs_goldens
+def test_every_nemotron_golden_row(golden_groups):
+    """families_nemotron 5.1: NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 (tp 2, etp 1,
+    ep 2) and Llama-3_3-Nemotron-Super-49B-v1 (tp 2) on h200_sxm/vllm/0.24.0, B 1
+    x isl 1024 and B 8 x isl 4096: 1,810 op rows (Nano 23 ops per phase, every
+    Mamba-2 row a SOL fallback with source sol; Super-49B 158 ops per phase in
+    25 block groups), 16 decode-step totals, 8 phase totals -- all bit for
+    bit. The Super-49B totals need the per-name summation (2.6)."""
+    per_family = _check_golden_rows(golden_groups, NEMOTRON, 2)
+    assert per_family["NEMOTRONH"]["config-phases"] == 4 and per_family["NEMOTRONNAS"]["config-phases"] == 4
+    assert per_family["NEMOTRONH"]["op rows"] == 2 * (23 + 4 * 23)
+    assert per_family["NEMOTRONNAS"]["op rows"] == 2 * (158 + 4 * 158)
+    assert sum(c["op rows"] for c in per_family.values()) == 1810
+    assert sum(c["gen_step_total rows"] for c in per_family.values()) == 16
+    assert sum(c["step_total rows"] for c in per_family.values()) == 8
 
 
 @needs_data
@@ -224,7 +254,7 @@ def test_gemma4_gen_step_totals_differ_from_the_per_name_sums(golden_groups):
     """families_qwen35_gemma4 3.6: Gemma's two attention ops share a name; 2 of
     its 8 decode-step totals differ from the per-name sum in the last ulp.
     Qwen3.5's op names are all distinct: its 16 agree."""
-    differ = _gen_step_total_differences(golden_groups, 2, WAVE_2_FAMILY_OF)
+    differ = _gen_step_total_differences(golden_groups, 2, QWEN35_GEMMA4)
     assert len(differ) == 24
     differ = [d for d in differ if d[2]]
     assert len(differ) == 2 and all(d[0] == "google/gemma-4-26B-A4B" and d[2] == 1 for d in differ), differ
@@ -278,9 +308,7 @@ def test_composite_lookups_name_their_table(golden_groups):
 @needs_goldens
 def test_wave_2_families_stay_refused(golden_groups):
     families = {"deepseek-ai/DeepSeek-V3.2": "DEEPSEEKV32", "nvidia/GLM-5.2-NVFP4": "DEEPSEEKV32",
-                "deepseek-ai/DeepSeek-V4-Flash": "DEEPSEEKV4",
-                "nvidia/Llama-3_3-Nemotron-Super-49B-v1": "NEMOTRONNAS",
-                "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": "NEMOTRONH"}  # fmt: skip
+                "deepseek-ai/DeepSeek-V4-Flash": "DEEPSEEKV4"}  # fmt: skip
     seen = set()
     for (wave, _config_id, phase), rows in golden_groups.items():
         if wave != 2 or rows[0]["model"] in WAVE_2_FAMILY_OF:
@@ -553,6 +581,373 @@ def test_engine_step_table_gdn_rows():
     rows = engine_step_table({"on_miss": "error"}, "Qwen/Qwen3.5-27B", QWEN_DB, "context", 2, 1, 1024, 128).to_pylist()
     scan = next(r for r in rows if r["op_name"] == "context_gdn_scan")
     assert (scan["attn_batch"], scan["attn_seq"], scan["interp_path"]) == (1, 1024, "exact_hit")
+
+
+# ---- NEMOTRONH / NEMOTRONNAS (families_nemotron.md) --------------------------------------------------
+
+NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
+SUPER_49B = "nvidia/Llama-3_3-Nemotron-Super-49B-v1"
+NEMOTRON_DB = "h200_sxm/vllm/0.24.0"
+NANO_MAMBA = Mamba2Shape(2688, 128, 4, 64, 64, 8, 128)  # the Nano's model-level Mamba-2 key (unsharded)
+
+
+def _mamba2(db: str):
+    return kernels_for(open_tree(), Database(*db.split("/"))).mamba2
+
+
+@needs_data
+def test_mamba2_table_sources_and_lookups():
+    """families_nemotron 3.1 - 3.2 on h200_sxm/trtllm/1.3.0rc20 (the spec's
+    query_mamba2 answers): the two sources, the context key order, an exact
+    hit, a grid interpolation, a seq util-hold, the first-same-d_model
+    fallback, and the SOL for the scan kernels, every decode kernel (the
+    loader keeps no decode row), an unknown d_model and a non-positive seq."""
+    t = _mamba2("h200_sxm/trtllm/1.3.0rc20")
+    assert [(f.channel, f.backend, f.version, f.path.split("/h200_sxm/")[1]) for f in t.sources] == [
+        ("primary", "trtllm", "1.3.0rc20", "linear_attention/trtllm/1.3.0rc20/mamba2_perf.parquet"),
+        ("older", "trtllm", "1.3.0rc10", "trtllm/1.3.0rc10/mamba2_perf.parquet")]  # fmt: skip
+    assert list(t.root[mamba2.CONV1D_FN]["context"]) == [
+        (8192, 128, 4, 64, 64, 8, 256), (1024, 64, 4, 16, 64, 4, 128), (2688, 128, 4, 64, 64, 8, 128),
+        (4096, 128, 4, 128, 64, 8, 128), (8192, 256, 4, 256, 64, 8, 128), (8192, 128, 4, 256, 64, 8, 128)]  # fmt: skip
+    # decode rows: a batch entry per row, never a latency (the spec loader's default-dict quirk)
+    decode = t.root[mamba2.CONV1D_UPDATE]["generation"]
+    assert decode and all(v == {} for curve in decode.values() for v in curve.values())
+    assert mamba2.CHUNK_SCAN not in t.root and mamba2.STATE_UPDATE not in t.root
+    conv = mamba2.CONV1D_FN
+    assert t.query("context", conv, 1, 1024, NANO_MAMBA) == (0.014207999408245086, "exact_hit", "silicon")
+    assert t.query("context", conv, 8, 4096, NANO_MAMBA) == (0.2630944013595581, "exact_hit", "silicon")
+    assert t.query("context", conv, 3, 1500, NANO_MAMBA) == (0.04616535005334299, "grid_interpolation", "silicon")
+    assert t.query("context", conv, 1, 50000, NANO_MAMBA) == (0.43905274651478976, "grid_util_hold", "silicon")
+    # an unknown key of a known d_model: the first 8192 key (chunk 256), whatever its heads / state / groups
+    other = Mamba2Shape(8192, 128, 4, 128, 64, 8, 128)
+    assert t.query("context", conv, 1, 1024, other) == (0.01440960019826889, "exact_hit", "silicon")
+    assert t.query("context", conv, 1, 1024, other) == t.query("context", conv, 1, 1024,
+                                                                Mamba2Shape(8192, 128, 4, 64, 64, 8, 256))  # fmt: skip
+    # never a miss: the SOL of the query, at the raw mem_bw
+    for args, sol in ((("context", mamba2.CHUNK_SCAN, 1, 1024), 0.0043963733333333335),
+                      (("generation", mamba2.CONV1D_UPDATE, 1, None), 1.536e-05),
+                      (("generation", mamba2.CONV1D_UPDATE, 8, None), 0.00012288),
+                      (("generation", mamba2.STATE_UPDATE, 1, None), 4.2933333333333334e-06),
+                      (("context", conv, 1, 1024), 0.01572864)):  # fmt: skip
+        shape = NANO_MAMBA._replace(d_model=3000) if args == ("context", conv, 1, 1024) else NANO_MAMBA
+        assert t.sol(*args, shape) == sol, args
+        assert t.query(*args, shape) == (sol, None, "sol"), args
+    assert t.query("context", conv, 1, 0, NANO_MAMBA) == (t.sol("context", conv, 1, 0, NANO_MAMBA), None, "sol")
+
+
+@needs_data
+def test_mamba2_on_vllm_is_the_sol():
+    """families_nemotron 3.1, 6.1 item 2: no vllm / sglang database has the
+    file -- the table is not loaded and every kernel is its SOL, not a miss;
+    the SOL does not shrink with tp (model-level dims) and has no 3 us floor."""
+    t = _mamba2(NEMOTRON_DB)
+    assert not t.loaded and t.sources == []
+    assert t.query("context", mamba2.CONV1D_FN, 1, 1024, NANO_MAMBA) == (0.01572864, None, "sol")
+    assert t.query("context", mamba2.CONV1D_FN, 8, 4096, NANO_MAMBA) == (0.50331648, None, "sol")
+    for tp in (2, 8):
+        ctx = engine_step(NANO, NEMOTRON_DB, "context", tp, 1, 1024, 128, 1, tp)
+        conv = _op(ctx["rows"], "context_mamba_conv1d")
+        assert conv["total_ms"] == 0.36175872 and (conv["source"], conv["interp_path"]) == ("sol", None)
+
+
+@needs_data
+def test_nemotron_gen_step_totals_differ_from_the_per_name_sums(golden_groups):
+    """families_nemotron 2.6: Super-49B's op names repeat across its 25 block
+    groups; at B 1 all four decode-step totals (the golden writer's op-order
+    sums) differ from the per-name sums, at B 8 none. The Nano's names are
+    distinct: its 8 agree."""
+    differ = _gen_step_total_differences(golden_groups, 2, NEMOTRON)
+    assert len(differ) == 16
+    differ = [d for d in differ if d[2]]
+    assert [(d[0], d[1]) for d in differ] == [(SUPER_49B, i) for i in (0, 32, 64, 96)], differ
+
+
+@needs_data
+def test_nemotron_h_walkthrough():
+    """families_nemotron 5.2: the Nano at tp 2 etp 1 ep 2 on h200_sxm/vllm/0.24.0."""
+    ctx = engine_step(NANO, NEMOTRON_DB, "context", 2, 1, 1024, 128, 1, 2)
+    rows = [r for r in ctx["rows"] if r["row_kind"] == "op"]
+    assert [r["op_name"] for r in rows] == [
+        "context_embedding", "context_mamba_norm", "context_mamba_in_proj_gemm", "context_mamba_conv1d",
+        "context_mamba_ssm", "context_mamba_out_proj_gemm", "context_mamba_ar", "context_attn_norm",
+        "context_qkv_gemm", "context_attention", "context_proj_gemm", "context_attn_ar", "context_moe_norm",
+        "context_shared_up_gemm", "context_shared_relu2", "context_shared_down_gemm", "context_router_gemm",
+        "context_moe_pre_dispatch", "context_moe", "context_moe_post_dispatch", "context_moe_ar", "context_p2p",
+        "context_logits_gemm"]  # fmt: skip
+    assert _op(rows, "context_mamba_in_proj_gemm")["total_ms"] == 0.861303356709723
+    ssm = _op(rows, "context_mamba_ssm")
+    assert ssm["total_ms"] == 0.10111658666666667 and ssm["lookup_table"] == "query_mamba2"
+    assert json.loads(ssm["lookup_args"])["kwargs"] == {
+        "phase": "context", "kernel_source": "mamba_chunk_scan_combined", "batch_size": 1, "seq_len": 1024,
+        "d_model": 2688, "d_state": 128, "d_conv": 4, "nheads": 64, "head_dim": 64, "n_groups": 8,
+        "chunk_size": 128}  # fmt: skip
+    assert _op(rows, "context_attention")["total_ms"] == 0.23598383416542051
+    assert _op(rows, "context_shared_relu2")["total_ms"] == 0.11453386666666666
+    moe = _op(rows, "context_moe")
+    assert moe["total_ms"] == 10.817875146865845 and json.loads(moe["lookup_args"])["kwargs"]["is_gated"] is False
+    assert _op(rows, "context_moe_pre_dispatch")["quant"] == "bfloat16"
+    assert _op(rows, "context_logits_gemm")["total_ms"] == 0.08806286535132453
+    assert ctx["total_ms"] == 17.242743611674857
+    gen = engine_step(NANO, NEMOTRON_DB, "generation", 2, 1, 1024, 128, 1, 2)
+    conv = [r for r in gen["rows"] if r["op_name"] == "generation_mamba_conv1d"]
+    assert [r["total_ms"] for r in conv] == [0.00035328] * 4 and {r["count"] for r in conv} == {23.0}
+    assert json.loads(conv[0]["lookup_args"])["kwargs"]["seq_len"] is None
+    assert _op(gen["rows"], "generation_mamba_ssm", 0)["total_ms"] == 9.874666666666667e-05
+    assert _op(gen["rows"], "generation_attention", 0)["total_ms"] == 0.07559255167434456
+    assert [r["total_ms"] for r in gen["rows"] if r["row_kind"] == "gen_step_total"] == [
+        2.830202344990245, 2.830343394985973, 2.83048489497203, 2.8306274949344488]  # fmt: skip
+    assert gen["phase_latency_ms"] == 359.4624326613118 and gen["total_ms"] == 2.8304128556008803
+    # B 8 x isl 4096: 32768 tokens beyond the MoE curve, util-held on the 2-GEMM (non-gated) SOL
+    big = engine_step(NANO, NEMOTRON_DB, "context", 2, 8, 4096, 128, 1, 2)
+    moe = _op(big["rows"], "context_moe")
+    assert (moe["total_ms"], moe["interp_path"]) == (136.02427978515627, "grid_util_hold")
+    assert _op(big["rows"], "context_mamba_conv1d")["total_ms"] == 11.57627904
+    assert big["total_ms"] == 291.85355671447076
+
+
+@needs_data
+def test_non_gated_moe_sol():
+    """families_nemotron 1.6: a non-gated MoE's util-hold divides the 2-GEMM
+    SOL (5.2: beyond 16384 tokens the SOL is compute-bound, so the ratio --
+    and the held value -- is the same with 3 GEMMs); the same slice queried
+    gated gets its own grid (its SOL differs where memory-bound)."""
+    moe = kernels_for(open_tree(), Database(*NEMOTRON_DB.split("/"))).moe
+    q = MOE_QUANTS["bfloat16"]
+    args = (2688, 1856, 6, 128, 1, 2, q, "power_law_1.01")
+    system = moe.system
+    assert system.moe_sol(16384, *args[:-1], gated=False) == 0.9917726554337715
+    assert system.moe_sol(32768, *args[:-1], gated=False) == 1.983545310867543
+    assert system.moe_sol(1, *args[:-1], gated=False) != system.moe_sol(1, *args[:-1], gated=True)
+    assert moe.query(32768, *args, gated=False) == (5.91409912109375, "grid_util_hold")
+    assert moe.query(1024, *args, gated=False) == moe.query(1024, *args, gated=True)  # one table, no gated key
+    assert {key[-1] for key in moe._grids if key[1:-1] == ("bfloat16", "power_law_1.01", 6, 128, 2688, 1856, 1, 2)} \
+        == {False, True}  # fmt: skip
+
+
+@needs_data
+def test_nemotron_h_variants_against_the_spec():
+    """families_nemotron 1.3 - 1.5 beyond the goldens, against the spec run in
+    process: Nemotron-H-56B (dense: Mamba, attention, MLP groups, 19 ops),
+    Ultra-BF16 (pattern from layers_block_type, latent MoE: 25 ops, the
+    experts on the latent width), the Nano on trtllm (context conv1d from the
+    Mamba-2 table, source silicon), Super-120B-NVFP4 on trtllm (non-gated:
+    no low-latency nvfp4 table), Ultra-FP8 (fp8_static GEMMs), the Nano with
+    attention dp 2 and with pp 2."""
+    dense = engine_step("nvidia/Nemotron-H-56B-Base-8K", NEMOTRON_DB, "context", 4, 2, 1500, 70)
+    names = [r["op_name"] for r in dense["rows"] if r["row_kind"] == "op"]
+    assert len(names) == 19 and names[12:17] == ["context_mlp_norm", "context_mlp_up_gemm", "context_mlp_relu2",
+                                                 "context_mlp_down_gemm", "context_mlp_ar"]  # fmt: skip
+    assert dense["total_ms"] == 149.05644533965054
+    assert step_latency("nvidia/Nemotron-H-56B-Base-8K", NEMOTRON_DB, "generation", 4, 2, 1500, 70) == \
+        8.626167079635776  # fmt: skip
+    ultra, db = "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16", "b200_sxm/vllm/0.24.0"
+    ctx = engine_step(ultra, db, "context", 8, 4, 2000, 40, 1, 8)
+    rows = [r for r in ctx["rows"] if r["row_kind"] == "op"]
+    names = [r["op_name"] for r in rows]
+    assert len(rows) == 25 and names[16:23] == [
+        "context_router_gemm", "context_fc1_latent_proj_gemm", "context_moe_pre_dispatch", "context_moe",
+        "context_moe_post_dispatch", "context_fc2_latent_proj_gemm", "context_moe_ar"]  # fmt: skip
+    assert json.loads(_op(rows, "context_fc1_latent_proj_gemm")["lookup_args"])["args"] == [8000, 256, 8192,
+                                                                                          "bfloat16"]  # fmt: skip
+    assert json.loads(_op(rows, "context_moe")["lookup_args"])["kwargs"]["hidden_size"] == 2048
+    assert json.loads(_op(rows, "context_moe_pre_dispatch")["lookup_args"])["args"] == ["half", 8, 8000 * 2048]
+    assert json.loads(_op(rows, "context_moe_ar")["lookup_args"])["args"] == ["half", 8, 8000 * 8192]
+    assert _op(rows, "context_mamba_in_proj_gemm")["lookup_args"].startswith('{"args": [8000, 4384, 8192')
+    assert [r["count"] for r in rows if r["op_name"].endswith("_norm")] == [48.0, 12.0, 48.0]
+    assert ctx["total_ms"] == 198.9855297320276
+    assert step_latency(ultra, db, "generation", 8, 4, 2000, 40, 1, 8) == 10.469494609065208
+    trt = "h200_sxm/trtllm/1.3.0rc20"
+    ctx = engine_step(NANO, trt, "context", 2, 1, 1024, 128, 1, 2)
+    conv = _op(ctx["rows"], "context_mamba_conv1d")
+    assert (conv["total_ms"], conv["interp_path"], conv["source"]) == (23 * 0.014207999408245086, "exact_hit",
+                                                                        "silicon")  # fmt: skip
+    assert _op(ctx["rows"], "context_mamba_ssm")["source"] == "sol"
+    assert ctx["total_ms"] == 15.819801700582515
+    assert step_latency(NANO, trt, "generation", 2, 1, 1024, 128, 1, 2) == 2.5177151739114074
+    assert step_latency(NANO, trt, "context", 2, 2, 3000, 40, 1, 2) == 55.542718275128315
+    super_fp4 = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
+    assert step_latency(super_fp4, "b200_sxm/trtllm/1.3.0rc20", "context", 4, 4, 1000, 40, 1, 4) == \
+        50.23302539854203  # fmt: skip
+    assert step_latency(super_fp4, "b200_sxm/trtllm/1.3.0rc20", "generation", 4, 4, 1000, 40, 1, 4) == \
+        7.453144612942332  # fmt: skip
+    fp8 = engine_step("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8", trt, "context", 8, 2, 1500, 40, 1, 8)
+    assert fp8["quants"]["gemm"] == "fp8_static" and fp8["total_ms"] == 112.10785922200525
+    assert step_latency(NANO, NEMOTRON_DB, "context", 1, 2, 1000, 40, 1, 2, dp=2) == 33.889751561175785
+    assert step_latency(NANO, NEMOTRON_DB, "generation", 1, 2, 1000, 40, 1, 2, dp=2) == 4.400787938449186
+    assert step_latency(NANO, "h200_sxm/sglang/0.5.14", "context", 2, 2, 1000, 40, 1, 4, dp=2) == \
+        61.54485404792124  # fmt: skip
+    ctx = engine_step(NANO, NEMOTRON_DB, "context", 2, 1, 1024, 128, 1, 2, pp=2)
+    assert [r["op_name"] for r in ctx["rows"] if r["row_kind"] == "op"][-2:] == ["context_p2p", "context_logits_gemm"]
+    assert ctx["total_ms"] == 17.36284409167486
+    assert step_latency(NANO, NEMOTRON_DB, "generation", 2, 1, 1024, 128, 1, 2, pp=2) == 2.8405203756008803
+
+
+@needs_data
+def test_nemotron_nas_walkthrough():
+    """families_nemotron 2.1 - 2.6, 5.3: Super-49B's 80 blocks in 25 groups,
+    158 ops per phase, the FFN widths rounded up to 256, attention at head
+    size 128, and the totals summed per op name (not in op order)."""
+    model = step_context(open_tree(), SUPER_49B, Database(*NEMOTRON_DB.split("/")), True).model
+    groups = model.nas_groups
+    assert len(groups) == 25 and sum(g.count for g in groups) == 80
+    assert [g.count for g in groups][:6] == [1, 5, 2, 3, 1, 30] and groups[-1].count == 9
+    assert sum(g.count for g in groups if not g.attn_no_op) == 49 and not any(g.ffn_no_op for g in groups)
+    assert model.kv_heads == 0 and model.kv_elements_per_token(2) == 0 and not model.is_moe
+    widths = {g.ffn_mult: nemotron_nas.ffn_intermediate_size(g.ffn_mult, 8192) for g in groups}
+    assert widths == {2.625: 14336, 5.25: 28672, 3.28125: 17920, 1.3125: 7168, 1.0: 5632, 0.5: 2816}
+    ctx = engine_step(SUPER_49B, NEMOTRON_DB, "context", 2, 1, 1024, 128)
+    rows = [r for r in ctx["rows"] if r["row_kind"] == "op"]
+    assert len(rows) == 158 and [r["op_name"] for r in rows[-2:]] == ["context_p2p", "context_logits_gemm"]
+    assert not any(r["op_name"] == "context_embedding_ar" for r in rows)
+    group_2 = rows[11:21]
+    assert [r["count"] for r in group_2] == [5.0] * 10
+    assert [r["total_ms"] for r in group_2] == [
+        0.10238133333333332, 0.5285777648289999, 0.24021599765634538, 0.424195561144087, 0.3828367948532104,
+        0.10238133333333332, 3.063810848912633, 0.129688, 1.4471303071934272, 0.3828367948532104]  # fmt: skip
+    assert json.loads(group_2[2]["lookup_args"]) == {"args": [1, 1024, 0, 32, 4, "bfloat16", "bfloat16"],
+                                                     "kwargs": {"window_size": 0, "head_size": 128}}  # fmt: skip
+    by_name: dict = {}
+    for r in rows:
+        by_name[r["op_name"]] = by_name.get(r["op_name"], 0.0) + r["total_ms"]
+    assert list(by_name) == [
+        "context_embedding", "context_add_norm_1", "context_qkv_gemm", "context_attention", "context_proj_gemm",
+        "context_ar_1", "context_add_norm_2", "context_gate_ffn1_gemm", "context_act_gate", "context_ffn2_gemm",
+        "context_ar_2", "context_p2p", "context_logits_gemm"]  # fmt: skip
+    assert by_name["context_gate_ffn1_gemm"] == 35.01954972824888
+    op_order = 0
+    for r in rows:
+        op_order += r["total_ms"]
+    assert ctx["total_ms"] == 77.76732384736077 and op_order == 77.76732384736081
+    gen = engine_step(SUPER_49B, NEMOTRON_DB, "generation", 2, 1, 1024, 128)
+    assert {r["count"] for r in gen["rows"] if r["row_kind"] == "op"} == {1.0, 2.0, 3.0, 5.0, 9.0, 30.0, 0.0}
+    assert gen["phase_latency_ms"] == 1922.7846617522084 and gen["total_ms"] == 15.140036706710303
+    # other tp, against the spec run in process
+    for tp, batch, isl, osl, ttft, tpot in ((1, 2, 512, 70, 137.19992039697212, 27.95368504098762),
+                                            (4, 3, 2000, 50, 272.6091058704744, 8.749566423215366),
+                                            (8, 16, 700, 33, 320.74551551996814, 6.620344649396944)):  # fmt: skip
+        assert step_latency(SUPER_49B, NEMOTRON_DB, "context", tp, batch, isl, osl) == ttft, tp
+        assert step_latency(SUPER_49B, NEMOTRON_DB, "generation", tp, batch, isl, osl) == tpot, tp
+
+
+@needs_data
+def test_nemotron_nas_counts_are_ints():
+    """families_nemotron 2.2: NAS has no MTP factor, its generation counts are ints."""
+    ctx = step_context(open_tree(), SUPER_49B, Database(*NEMOTRON_DB.split("/")), True)
+    _, _, ops = ctx.layout("generation", 2)
+    assert {type(op.count) for op in ops} == {int}
+    _, _, ops = step_context(open_tree(), NANO, Database(*NEMOTRON_DB.split("/")), True).layout("generation", 2, 1, 2)
+    assert {type(op.count) for op in ops} == {float}
+
+
+def _super_49b_config() -> dict:
+    model = step_context(open_tree(), SUPER_49B, Database(*NEMOTRON_DB.split("/")), True).model
+    with open(model.config_path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+@needs_data
+def test_nemotron_nas_without_block_configs(caplog):
+    """families_nemotron 2.1, 6.2 item 14: no block configs (or the
+    NemotronForCausalLM architecture) -> both op lists empty, a warning, a
+    step of latency 0 (TTFT the int 0, TPOT 0.0), no error."""
+    config = _super_49b_config()
+    del config["block_configs"]
+    nemotron = dict(_super_49b_config(), architectures=["NemotronForCausalLM"])
+    ctx = step_context(open_tree(), SUPER_49B, Database(*NEMOTRON_DB.split("/")), True)
+    for cfg in (config, nemotron):
+        model = parse_model("x/nas", cfg, None, "config.json")
+        assert model.family == "NEMOTRONNAS" and model.nas_groups is None
+        for phase in ("context", "generation"):
+            par, q, _ = ctx.layout(phase, 2)
+            with caplog.at_level("WARNING"):
+                assert build_ops(model, phase, par, q, "vllm") == []
+            assert "NemotronNAS model 'x/nas' missing block configs" in caplog.text
+    context = ctx.run_ops("context", [], 1, 1024, 128)
+    assert context.total_ms == 0 and type(context.total_ms) is int
+    generation = ctx.run_ops("generation", [], 1, 1024, 128)
+    assert generation.total_ms == 0.0 and type(generation.total_ms) is float
+    # consecutive equal keys only (1 == 1.0 merges), equal blocks further apart stay apart
+    blocks = [{"attention": {"n_heads_in_group": 8}, "ffn": {"ffn_mult": 1}},
+              {"attention": {"n_heads_in_group": 8, "no_op": False}, "ffn": {"ffn_mult": 1.0}},
+              {"attention": {"no_op": True}, "ffn": {}},
+              {"attention": {"n_heads_in_group": 8}, "ffn": {"ffn_mult": 1.0}}]  # fmt: skip
+    model = parse_model("x/nas", dict(config, block_configs=blocks), None, "config.json")
+    assert [(g.key, g.count) for g in model.nas_groups] == [((8, False, 1, False), 2), ((None, True, 3.5, False), 1),
+                                                             ((8, False, 1.0, False), 1)]  # fmt: skip
+
+
+@needs_data
+def test_nemotron_h_config_parsing():
+    """families_nemotron 1.1: the pattern from hybrid_override_pattern (a
+    string) or the mapped layers_block_type; unknown entries refused,
+    unknown pattern characters ignored; the Mamba-2 dims required; MoE-ness
+    from the pattern."""
+    ultra = step_context(open_tree(), "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16",
+                         Database("b200_sxm", "vllm", "0.24.0"), True).model  # fmt: skip
+    assert ultra.num_layers == 108 and ultra.nemotron_h.layer_counts() == (48, 12, 48, 0)
+    assert (ultra.nemotron_h.latent, ultra.nemotron_h.shared_inter) == (2048, 10240)
+    model = step_context(open_tree(), NANO, Database(*NEMOTRON_DB.split("/")), True).model
+    with open(model.config_path, encoding="utf-8") as f:
+        config = json.load(f)
+    assert model.nemotron_h.layer_counts() == (23, 6, 23, 0) and model.is_moe
+    assert model.distribution == "power_law_1.01"
+    odd = parse_model("x/h", dict(config, hybrid_override_pattern="M?*-"), None, "c.json")
+    assert odd.nemotron_h.layer_counts() == (1, 1, 0, 1) and not odd.is_moe
+    listed = dict(config, layers_block_type=["mamba", "moe", "attention", "mlp", "dense", "ffn", "E"])
+    del listed["hybrid_override_pattern"]
+    assert parse_model("x/h", listed, None, "c.json").nemotron_h.pattern == "ME*---E"
+    with pytest.raises(ValueError, match=r"Unsupported NemotronH layer block type 'conv'. Supported values: \*, -, "
+                                         r"E, M, attention, dense, ffn, mamba, mlp, moe"):  # fmt: skip
+        parse_model("x/h", dict(listed, layers_block_type=["mamba", "conv"]), None, "c.json")
+    with pytest.raises(ValueError, match="must define 'hybrid_override_pattern' or 'layers_block_type'"):
+        parse_model("x/h", {k: v for k, v in listed.items() if k != "layers_block_type"}, None, "c.json")
+    with pytest.raises(ValueError, match="ssm_state_size is missing"):
+        parse_model("x/h", {k: v for k, v in config.items() if k != "ssm_state_size"}, None, "c.json")
+
+
+@needs_data
+def test_nemotron_layouts():
+    """families_nemotron 1.2, 2.2: both families refuse context parallelism
+    everywhere; attention dp is priced for the MoE checkpoints only."""
+    for model, moe in ((NANO, (1, 2)), (SUPER_49B, (None, None))):
+        with pytest.raises(ValueError, match=r"Context parallelism \(cp_size=2\) is not supported for "
+                                             r"model_family='NEMOTRON(H|NAS)' on backend='sglang'"):  # fmt: skip
+            step_latency(model, "h200_sxm/sglang/0.5.14", "context", 1, 1, 1024, 128, *moe, cp=2)
+    with pytest.raises(ValueError, match=r"attention dp = 2 for .* of the NEMOTRONNAS family"):
+        step_latency(SUPER_49B, NEMOTRON_DB, "context", 1, 1, 1024, 128, dp=2)
+    with pytest.raises(ValueError, match=r"attention dp = 2 for 'nvidia/Nemotron-H-56B-Base-8K', a dense model"):
+        step_latency("nvidia/Nemotron-H-56B-Base-8K", NEMOTRON_DB, "context", 1, 1, 1024, 128, dp=2)
+    with pytest.raises(ValueError, match=r"vllm does not support moe_tp > 1 and moe_ep > 1"):
+        step_latency(NANO, NEMOTRON_DB, "context", 4, 1, 1024, 128, 2, 2)
+
+
+@needs_data
+def test_nemotron_serving_estimates_against_the_spec():
+    """The aggregated estimates of both families equal the spec's (cli_estimate
+    agg run in process): the base memory model applies (NAS's KV cache is 0)."""
+    nano = estimate_agg(NANO, NEMOTRON_DB, "tp2pp1dp1etp1ep2", 8, 2000, 200, on_miss="error")
+    assert (nano["ttft_ms"], nano["tpot_ms"], nano["memory_gib"]) == (92.12495964511756, 5.914310591670766,
+                                                                      34.106117248535156)  # fmt: skip
+    nas = estimate_agg(SUPER_49B, NEMOTRON_DB, 4, 16, 1000, 300, on_miss="error")
+    assert (nas["ttft_ms"], nas["tpot_ms"], nas["memory_gib"]) == (168.46503494735947, 11.19611772185367,
+                                                                   28.648727416992188)  # fmt: skip
+
+
+@needs_data
+def test_engine_step_table_mamba2_rows():
+    """py_engine_step's Mamba-2 rows: lookup_table is the method, the grid axes
+    fill the attention batch / sequence columns (sequence NULL in decode)."""
+    rows = engine_step_table({"on_miss": "error"}, NANO, NEMOTRON_DB, "generation", 2, 1, 1024, 128, 1,
+                             2).to_pylist()  # fmt: skip
+    ssm = next(r for r in rows if r["op_name"] == "generation_mamba_ssm")
+    assert (ssm["lookup_table"], ssm["attn_batch"], ssm["attn_seq"], ssm["interp_path"]) == ("query_mamba2", 1, None,
+                                                                                              None)  # fmt: skip
+    assert ssm["lookup_args"].startswith('query_mamba2 {"args": [], "kwargs": {"phase": "generation", '
+                                         '"kernel_source": "selective_state_update", "batch_size": 1, "seq_len": null')
+    rows = engine_step_table({"on_miss": "error"}, NANO, "h200_sxm/trtllm/1.3.0rc20", "context", 2, 1, 1024, 128, 1,
+                             2).to_pylist()  # fmt: skip
+    conv = next(r for r in rows if r["op_name"] == "context_mamba_conv1d")
+    assert (conv["attn_batch"], conv["attn_seq"], conv["interp_path"]) == (1, 1024, "exact_hit")
 
 
 # ---- the batch entry point and the SQL-table rows ----------------------------------------------------

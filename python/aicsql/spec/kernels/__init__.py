@@ -6,6 +6,7 @@ resolvers, restated from the spec (docs/spec/engine_step.md sections 4, 5, 7, 8)
 * `attention`, `comm`, `moe` -- the tables and their queries;
 * `mla` -- DeepSeek / Kimi's MLA tables (granular, BMM, module);
 * `gdn` -- Qwen3.5's gated-delta-net kernel table (never misses: SOL fallback);
+* `mamba2` -- Nemotron-H's Mamba-2 kernel table (never misses: SOL fallback);
 * `quantize` -- the compute-scale / scale-matrix tables of fp8_static GEMMs;
 * GEMM lookups are the GEMM path's (`aicsql.spec.gemm`), unchanged.
 
@@ -24,6 +25,7 @@ from .attention import ContextAttentionTable, GenerationAttentionTable
 from .comm import CustomAllReduceTable, NcclTable
 from .gdn import GDNTable
 from .grid import Grid, GridMiss, OutOfRange
+from .mamba2 import Mamba2Table
 from .miss import PerfMiss, lookup_call
 from .mla import ContextMLAModuleTable, ContextMLATable, GenerationMLAModuleTable, GenerationMLATable, MLABmmTable
 from .moe import MoETable
@@ -49,6 +51,7 @@ __all__ = [
     "KV_QUANTS",
     "Kernels",
     "MLABmmTable",
+    "Mamba2Table",
     "MOE_QUANTS",
     "MoETable",
     "NcclTable",
@@ -145,6 +148,10 @@ class Kernels:
     @property
     def gdn(self) -> GDNTable:
         return self._table(GDNTable)
+
+    @property
+    def mamba2(self) -> Mamba2Table:
+        return self._table(Mamba2Table)
 
     @property
     def compute_scale(self) -> ComputeScaleTable:

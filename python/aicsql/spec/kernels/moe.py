@@ -3,7 +3,8 @@
 ``[moe_dtype][distribution][topk][num_experts][hidden_size][inter_size][moe_tp][moe_ep][num_tokens]``,
 source union, first-wins, no SOL clamp. Rows with ``kernel_source ==
 "moe_torch_flow_min_latency"`` form a separate low-latency table, consulted
-only by trtllm nvfp4 at <= 128 tokens. Two rows are re-labelled by kernel
+only by trtllm nvfp4 at <= 128 tokens for a gated MoE (families_nemotron
+1.6: a non-gated one never reads it). Two rows are re-labelled by kernel
 source before insertion (families_mla 5.2): ``w4a8_mxfp4_mxfp8`` from
 ``sglang_mxfp4_flashinfer_trtllm_moe`` becomes ``w4a8_mxfp4_mxfp8_trtllm``,
 ``w4a16_mxfp4`` from ``sglang_flashinfer_cutlass_moe`` becomes
@@ -12,7 +13,7 @@ source before insertion (families_mla 5.2): ``w4a8_mxfp4_mxfp8`` from
 A query takes the slice down to ``moe_ep`` -- the model's distribution if it
 exists under the quant, else ``"uniform"`` (which the shipped tables call
 ``balanced``, so that fall-back misses) -- and resolves a raw 1-D Grid over
-``num_tokens`` with SOL 5.8 for the util-hold. The slice must exist, and a
+``num_tokens`` with SOL 5.8 for the util-hold (3 GEMMs gated, 2 not). The slice must exist, and a
 slice with a single token point above the query is a miss.
 """
 
@@ -119,7 +120,8 @@ class MoETable:
         node = None
         which = "main"
         if (
-            self.db.backend == "trtllm"
+            gated
+            and self.db.backend == "trtllm"
             and q.name == "nvfp4"
             and tokens <= LOW_LATENCY_MAX_TOKENS
             and self.low_latency
@@ -134,7 +136,7 @@ class MoETable:
         if len(node) == 1 and next(iter(node)) > tokens:
             raise PerfMiss("moe_perf", lookup, "the slice has a single token point, above the query")
         system = self.system
-        key = (which, q.name, distribution, topk, e, h, inter, etp, eep)
+        key = (which, q.name, distribution, topk, e, h, inter, etp, eep, gated)  # the SOL depends on gated
         with self._lock:
             grid = self._grids.get(key)
             if grid is None:

@@ -16,8 +16,11 @@ argument that disagrees with the label -- a number where the label says
 another number or ``None`` -- is an error. Attention dp > 1 (``tp * dp * cp
 = moe_tp * moe_ep``) is priced for the MoE families MOE (Qwen3-MoE,
 Mixtral, GPT-OSS, MiniMax-M2, ...), HYBRIDMOE (Llama-4, MiMo-V2-Flash),
-DEEPSEEK, KIMIK25 and QWEN35's MoE variants, and refused for the others
-naming the family. GEMMA4MIX (Gemma 4) has engine steps but no serving
+DEEPSEEK, KIMIK25 and the MoE variants of QWEN35 and NEMOTRONH, and
+refused for the others naming the family (NEMOTRONH and NEMOTRONNAS use the
+base memory model: the KV cache of all ``L`` layers at ``ceil(Hkv / tp)``
+heads -- zero for NEMOTRONNAS, whose model-level ``Hkv`` is null --
+families_nemotron 4). GEMMA4MIX (Gemma 4) has engine steps but no serving
 estimate: its KV cache is sized per layer type, which the memory model does
 not restate (ValueError naming it).
 Pipeline parallelism (pp > 1) is priced for every family. Context

@@ -1,13 +1,15 @@
 """aicsql.spec.step -- the engine-step estimator of the spec
 (docs/spec/engine_step.md sections 1-3, 6, 9, 10; families_mla_gptoss_fp8static.md;
-families_hybrid_vl_databases.md 1, 2; families_qwen35_gemma4.md 1, 3): one
-static context (prefill) or generation (decode) step, op by op, on the
-tables of `aicsql.spec.kernels` and the GEMM path. Families: LLAMA, MOE
-(GPT-OSS included), QWEN3VL / QWEN3VL_MOE (text path), HYBRIDMOE (Llama-4,
-MiMo-V2-Flash), DEEPSEEK and KIMIK25 (MLA), QWEN35 (Qwen3.5: gated-delta-net
-and full-attention layers) and GEMMA4MIX (Gemma 4: sliding-window and global
-attention, shared MLP plus routed experts), with fp8_static checkpoints in
-any of them.
+families_hybrid_vl_databases.md 1, 2; families_qwen35_gemma4.md 1, 3;
+families_nemotron.md 1, 2): one static context (prefill) or generation
+(decode) step, op by op, on the tables of `aicsql.spec.kernels` and the GEMM
+path. Families: LLAMA, MOE (GPT-OSS included), QWEN3VL / QWEN3VL_MOE (text
+path), HYBRIDMOE (Llama-4, MiMo-V2-Flash), DEEPSEEK and KIMIK25 (MLA), QWEN35
+(Qwen3.5: gated-delta-net and full-attention layers), GEMMA4MIX (Gemma 4:
+sliding-window and global attention, shared MLP plus routed experts),
+NEMOTRONH (Nemotron-3 / Nemotron-H: Mamba-2, attention, MoE and MLP layers)
+and NEMOTRONNAS (Llama-3.3-Nemotron-Super: heterogeneous NAS blocks), with
+fp8_static checkpoints in any of them.
 
 * `model`      -- config.json fields, the architecture -> family map;
 * `checkpoint` -- the quant modes a checkpoint implies;

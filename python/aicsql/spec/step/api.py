@@ -18,11 +18,11 @@ always raises ValueError naming it. NULL in gives NULL out (``moe_tp`` /
 (context parallelism) are optional everywhere: keywords of the plain
 functions, trailing arrays / arguments of the batch forms, in that order
 (NULL = 1). dp > 1 is priced for the MoE families MOE, HYBRIDMOE, DEEPSEEK,
-KIMIK25, GEMMA4MIX and QWEN35's MoE variants (``tp * dp * cp = moe_tp *
-moe_ep``); pp prices the stages' P2P hand-offs (every layer stays in the
-step); cp > 1 is sglang's prefill context parallelism (tp = dp = 1; context
-ops only), refused on the other backends -- and for QWEN35 everywhere -- as
-the spec refuses it.
+KIMIK25, GEMMA4MIX and the MoE variants of QWEN35 and NEMOTRONH (``tp * dp
+* cp = moe_tp * moe_ep``); pp prices the stages' P2P hand-offs (every layer
+stays in the step); cp > 1 is sglang's prefill context parallelism (tp = dp
+= 1; context ops only), refused on the other backends -- and for QWEN35,
+NEMOTRONH and NEMOTRONNAS everywhere -- as the spec refuses it.
 
 ``engine_step`` returns the full breakdown (the goldens' rows), and
 ``step_latency`` the phase's number: TTFT for 'context', TPOT for
@@ -282,6 +282,7 @@ _METHODS = {
     "computescale_perf": "query_compute_scale",
     "scale_matrix_perf": "query_scale_matrix",
     "query_gdn": "query_gdn",  # the GDN rows name the method, as the goldens do
+    "query_mamba2": "query_mamba2",  # so do the Mamba-2 rows
 }
 
 
@@ -323,10 +324,10 @@ def _lookup_fields(table: Optional[str], method: Optional[str], args: Sequence[A
         row.update(attn_batch=a[0], heads=a[1])
     elif table in ("computescale_perf", "scale_matrix_perf"):
         row.update(m=a[0], k=a[1])
-    # The GDN lookup (families_qwen35_gemma4 2.3) fills the attention batch /
-    # sequence columns with its grid axes (sequence NULL in generation); its
-    # model shape is in lookup_args.
-    elif table == "query_gdn":
+    # The GDN and Mamba-2 lookups (families_qwen35_gemma4 2.3, families_nemotron
+    # 3.2) fill the attention batch / sequence columns with their grid axes
+    # (sequence NULL in generation); the model shape is in lookup_args.
+    elif table in ("query_gdn", "query_mamba2"):
         row.update(attn_batch=kw["batch_size"], attn_seq=kw["seq_len"])
     row["lookup_args"] = f"{method or _METHODS[table]} {json.dumps({'args': a, 'kwargs': kw})}"
     return row

@@ -46,7 +46,19 @@ from ..kernels import FMHA_QUANTS, KV_QUANTS, MOE_QUANTS, Kernels, PerfMiss, ker
 from ..limits import check_step
 from ..sol import GEMM_QUANTS
 from .families import build_ops
-from .model import DEEPSEEK, GEMMA4MIX, HYBRIDMOE, KIMIK25, MOE, QWEN35, QWEN3VL_MOE, ModelSpec, load_model
+from .model import (
+    DEEPSEEK,
+    GEMMA4MIX,
+    HYBRIDMOE,
+    KIMIK25,
+    MOE,
+    NEMOTRONH,
+    NEMOTRONNAS,
+    QWEN35,
+    QWEN3VL_MOE,
+    ModelSpec,
+    load_model,
+)
 from .ops import Call, Op, OpValue, Parallel, PhaseQuants, check_trtllm_alltoall
 
 __all__ = [
@@ -88,10 +100,13 @@ def _positive_int(name: str, v, what: str = "") -> None:
 # its dp path is MOE's (the Rust path prices it the same way). QWEN35 (its
 # MoE variant) and GEMMA4MIX likewise reach dp only through their MoE ops
 # (families_qwen35_gemma4 1.2); a dense QWEN35 is refused, as LLAMA is.
-DP_FAMILIES = frozenset({MOE, QWEN3VL_MOE, HYBRIDMOE, DEEPSEEK, KIMIK25, QWEN35, GEMMA4MIX})
+# NEMOTRONH (its MoE checkpoints) too: the experts at ``x * dp`` tokens, the
+# dispatches' dp collectives (families_nemotron 7.1, restated from the code,
+# no golden); Nemotron-H-56B and NEMOTRONNAS are dense and refused.
+DP_FAMILIES = frozenset({MOE, QWEN3VL_MOE, HYBRIDMOE, DEEPSEEK, KIMIK25, QWEN35, GEMMA4MIX, NEMOTRONH})
 # Families whose model class does not declare ``supports_cp``: cp > 1 is
-# refused on every backend (families_qwen35_gemma4 1.2).
-NO_CP_FAMILIES = frozenset({QWEN35})
+# refused on every backend (families_qwen35_gemma4 1.2, families_nemotron 1.2, 2.2).
+NO_CP_FAMILIES = frozenset({QWEN35, NEMOTRONH, NEMOTRONNAS})
 
 
 def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1, pp=1, cp=1) -> Parallel:
@@ -102,7 +117,7 @@ def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1, p
       ``tp * dp * cp`` (the spec's ``resolve_moe_parallelism``);
     * attention dp > 1 is priced for the MoE models of the families of
       `DP_FAMILIES` -- MOE, QWEN3VL_MOE, HYBRIDMOE (Llama-4, MiMo-V2-Flash),
-      DEEPSEEK, KIMIK25, QWEN35 (MoE variants) and GEMMA4MIX -- through
+      DEEPSEEK, KIMIK25, QWEN35 and NEMOTRONH (MoE variants) and GEMMA4MIX -- through
       their MoE ops (`MoE` at ``x * dp`` tokens, `MoEDispatch`'s per-backend
       dp collectives) and refused for the others naming the family; trtllm
       refuses tp > 1 together with dp > 1, as the spec asserts (at its first
@@ -110,11 +125,13 @@ def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1, p
     * pp: any positive count (every layer stays in the op lists; the P2P op
       and the serving estimates read it);
     * cp > 1 (context parallelism): the spec's model classes support it on
-      sglang only (every family priced here but QWEN35 declares
-      ``supports_cp`` for sglang alone; QWEN35 declares nothing and is
-      refused everywhere), and sglang's CP requires tp = 1 and attention dp = 1;
+      sglang only (every family priced here but QWEN35, NEMOTRONH and
+      NEMOTRONNAS declares ``supports_cp`` for sglang alone; those three
+      declare nothing and are refused everywhere), and sglang's CP requires
+      tp = 1 and attention dp = 1;
     * GEMMA4MIX: a dense variant (no routed experts) needs moe_ep = 1; the
-      expert-count bound applies to the others only.
+      expert-count bound applies to the others only (NEMOTRONH included,
+      where the spec has no such check but misses at the MoE lookup).
     """
     _positive_int("tp", tp)
     _positive_int("dp", dp, " (attention data parallelism)")

@@ -1,5 +1,6 @@
 """The model description (docs/spec/engine_step.md 2;
-families_mla_gptoss_fp8static.md 1; families_hybrid_vl_databases.md 1.1, 2).
+families_mla_gptoss_fp8static.md 1; families_hybrid_vl_databases.md 1.1, 2;
+families_qwen35_gemma4.md 1.1, 3.1; families_nemotron.md 1.1, 2.1).
 
 A model is named like the SDK names it (``Qwen/Qwen3-32B-FP8``) and read from
 ``model_configs/<org>--<name>_config.json`` (plus an optional
@@ -9,7 +10,8 @@ Parsing follows the spec's ``_parse_hf_config_json``: for the multimodal
 wrappers every LLM field is read from ``text_config`` (the top-level
 architecture kept); the family comes from the complete architecture map of
 families_mla 1.1. Families this port prices: LLAMA, MOE (GPT-OSS included),
-QWEN3VL, QWEN3VL_MOE, DEEPSEEK, KIMIK25, HYBRIDMOE, QWEN35 and GEMMA4MIX.
+QWEN3VL, QWEN3VL_MOE, DEEPSEEK, KIMIK25, HYBRIDMOE, QWEN35, GEMMA4MIX,
+NEMOTRONH and NEMOTRONNAS.
 The spec's other families are refused naming the architecture and family
 (`check_family`).
 
@@ -19,7 +21,10 @@ other two size the latent KV cache of the serving memory model);
 HYBRIDMOE builds a `HybridConfig` (families_hybrid 1.1, including the MiMo
 pattern read with 1 = global); QWEN35 a `Qwen35Config` and GEMMA4MIX a
 `Gemma4Config` (families_qwen35_gemma4 1.1, 3.1: layer types and the GDN /
-per-attention-type geometry); Qwen3 / MiniMax-M2 text models get q/k-norm,
+per-attention-type geometry); NEMOTRONH a `NemotronHConfig` (families_nemotron
+1.1: the layer pattern, the Mamba-2 dims, the shared-expert and latent
+widths) and NEMOTRONNAS its consecutive-identical block groups
+(`NasBlockGroup`, families_nemotron 2.1); Qwen3 / MiniMax-M2 text models get q/k-norm,
 nothing else does (Qwen3-VL and Llama-4 included, although their checkpoints
 have it).
 """
@@ -43,6 +48,8 @@ __all__ = [
     "LEFT_FOR_LATER",
     "LLAMA",
     "MOE",
+    "NEMOTRONH",
+    "NEMOTRONNAS",
     "QWEN3VL",
     "QWEN3VL_MOE",
     "QWEN35",
@@ -50,6 +57,8 @@ __all__ = [
     "Gemma4Config",
     "HybridConfig",
     "ModelSpec",
+    "NasBlockGroup",
+    "NemotronHConfig",
     "Qwen35Config",
     "check_family",
     "infer_quant",
@@ -66,6 +75,8 @@ DEEPSEEK = "DEEPSEEK"
 KIMIK25 = "KIMIK25"
 QWEN35 = "QWEN35"
 GEMMA4MIX = "GEMMA4MIX"
+NEMOTRONH = "NEMOTRONH"
+NEMOTRONNAS = "NEMOTRONNAS"
 
 # families_mla 1.1: the spec's complete architecture -> family map, in its order.
 ARCHITECTURES: Dict[str, str] = {
@@ -81,9 +92,9 @@ ARCHITECTURES: Dict[str, str] = {
     "GlmMoeDsaForCausalLM": "DEEPSEEKV32",
     "DeepseekV4ForCausalLM": "DEEPSEEKV4",
     "KimiK25ForConditionalGeneration": KIMIK25,
-    "NemotronForCausalLM": "NEMOTRONNAS",
-    "DeciLMForCausalLM": "NEMOTRONNAS",
-    "NemotronHForCausalLM": "NEMOTRONH",
+    "NemotronForCausalLM": NEMOTRONNAS,
+    "DeciLMForCausalLM": NEMOTRONNAS,
+    "NemotronHForCausalLM": NEMOTRONH,
     "MixtralForCausalLM": MOE,
     "GptOssForCausalLM": MOE,
     "Qwen2MoeForCausalLM": MOE,
@@ -98,16 +109,17 @@ ARCHITECTURES: Dict[str, str] = {
     "Gemma4ForConditionalGeneration": GEMMA4MIX,
 }
 # Families of the spec this port does not price yet (their goldens are wave 2).
-LEFT_FOR_LATER = frozenset({"DEEPSEEKV32", "DEEPSEEKV4", "NEMOTRONH", "NEMOTRONNAS", "MINIMAXM3"})
+LEFT_FOR_LATER = frozenset({"DEEPSEEKV32", "DEEPSEEKV4", "MINIMAXM3"})
 QK_NORM_ARCHITECTURES = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiniMaxM2ForCausalLM"})
 _MLA_ARCHITECTURES = frozenset({"DeepSeekForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"})
 # Families that are always MoE (families_mla 1.1, the priced ones; GEMMA4MIX
-# even for dense variants). QWEN35 is MoE iff it has experts (`ModelSpec.is_moe`).
+# even for dense variants). QWEN35 is MoE iff it has experts, NEMOTRONH iff its
+# layer pattern has an 'E' (`ModelSpec.is_moe`); NEMOTRONNAS is dense.
 MOE_FAMILIES = frozenset({MOE, DEEPSEEK, KIMIK25, HYBRIDMOE, QWEN3VL_MOE, GEMMA4MIX})
 # MoE workload distribution: "power_law" + "_<alpha>" (families_hybrid 6.1 item 10;
 # families_qwen35_gemma4 1.2, 3.2).
 _POWER_LAW_ALPHA = {MOE: "1.2", QWEN3VL_MOE: "1.2", HYBRIDMOE: "1.01", DEEPSEEK: "1.01", KIMIK25: "1.01",
-                    QWEN35: "1.2", GEMMA4MIX: "1.01"}  # fmt: skip
+                    QWEN35: "1.2", GEMMA4MIX: "1.01", NEMOTRONH: "1.01"}  # fmt: skip
 
 
 class HybridConfig(NamedTuple):
@@ -155,6 +167,42 @@ class Gemma4Config(NamedTuple):
         return self.layer_types.count("sliding_attention"), self.layer_types.count("full_attention")
 
 
+class NemotronHConfig(NamedTuple):
+    """``NemotronHConfig`` (families_nemotron 1.1): the layer pattern and the
+    model-level Mamba-2 / MoE widths (the Mamba kernels read them unsharded)."""
+
+    pattern: str  # one character per layer: M (Mamba-2), * (attention), E (MoE), - (dense MLP)
+    mamba_heads: int  # mamba_num_heads
+    mamba_head_dim: int
+    d_state: int  # ssm_state_size
+    d_conv: int  # conv_kernel
+    n_groups: int
+    chunk_size: int  # a lookup key only
+    shared_inter: Optional[int] = 0  # moe_shared_expert_intermediate_size (I_sh); a present null stays None
+    latent: int = 0  # moe_latent_size (0 = no latent MoE)
+
+    def layer_counts(self) -> Tuple[int, int, int, int]:
+        """(Mamba, attention, MoE, dense-MLP) layers; other characters are not counted."""
+        p = self.pattern
+        return p.count("M"), p.count("*"), p.count("E"), p.count("-")
+
+
+class NasBlockGroup(NamedTuple):
+    """A run of consecutive identical NemotronNAS blocks (families_nemotron 2.1):
+    the block key ``(n_heads_in_group, attn_no_op, ffn_mult, ffn_no_op)`` as
+    the checkpoint writes it, and how many blocks share it."""
+
+    n_heads_in_group: Optional[int]  # None when the block's attention has none
+    attn_no_op: bool
+    ffn_mult: float
+    ffn_no_op: bool
+    count: int
+
+    @property
+    def key(self) -> tuple:
+        return self.n_heads_in_group, self.attn_no_op, self.ffn_mult, self.ffn_no_op
+
+
 class ModelSpec(NamedTuple):
     """The parsed fields, plus where they came from."""
 
@@ -184,13 +232,20 @@ class ModelSpec(NamedTuple):
     qk_rope_head_dim: int = 0
     qwen35: Optional[Qwen35Config] = None  # QWEN35
     gemma4: Optional[Gemma4Config] = None  # GEMMA4MIX
+    nemotron_h: Optional[NemotronHConfig] = None  # NEMOTRONH
+    # NEMOTRONNAS: the block groups in layer order; None without block configs
+    # (and always for NemotronForCausalLM): both op lists are then empty.
+    nas_groups: Optional[Tuple[NasBlockGroup, ...]] = None
 
     @property
     def is_moe(self) -> bool:
         """Whether the MoE layout (moe_tp, moe_ep) applies: the MoE families,
-        and QWEN35 when it has experts (the spec's ``check_is_moe``)."""
+        QWEN35 when it has experts and NEMOTRONH when its pattern has MoE
+        layers (the spec's ``check_is_moe``)."""
         if self.family == QWEN35:
             return self.experts > 0
+        if self.family == NEMOTRONH:
+            return self.nemotron_h is not None and "E" in self.nemotron_h.pattern
         return self.family in MOE_FAMILIES
 
     @property
@@ -337,6 +392,59 @@ def _gemma4_config(cfg: dict, layers: int, path: str) -> Gemma4Config:
     )
 
 
+# families_nemotron 1.1: ``layers_block_type`` entries -> pattern characters.
+_NEMOTRON_H_BLOCK_TYPES = {"mamba": "M", "moe": "E", "attention": "*", "mlp": "-", "dense": "-", "ffn": "-",
+                           "M": "M", "E": "E", "*": "*", "-": "-"}  # fmt: skip
+
+
+def _nemotron_h_config(cfg: dict, path: str) -> NemotronHConfig:
+    """families_nemotron 1.1: ``hybrid_override_pattern`` if it is a string,
+    else the mapped ``layers_block_type`` list (an unknown entry is an error;
+    unknown pattern characters are kept and never counted); the Mamba-2 dims
+    are required."""
+    pattern = cfg.get("hybrid_override_pattern")
+    if not isinstance(pattern, str):
+        blocks = cfg.get("layers_block_type")
+        if not isinstance(blocks, list):
+            raise ValueError(f"{path}: NemotronH config must define 'hybrid_override_pattern' or "
+                             "'layers_block_type'.")  # fmt: skip
+        chars = []
+        for block in blocks:
+            char = _NEMOTRON_H_BLOCK_TYPES.get(block) if isinstance(block, str) else None
+            if char is None:
+                raise ValueError(f"Unsupported NemotronH layer block type '{block}'. Supported values: "
+                                 f"{', '.join(sorted(_NEMOTRON_H_BLOCK_TYPES))}")  # fmt: skip
+            chars.append(char)
+        pattern = "".join(chars)
+    shared = cfg.get("moe_shared_expert_intermediate_size", 0)
+    return NemotronHConfig(
+        pattern,
+        *(_int_field(cfg, key, path) for key in ("mamba_num_heads", "mamba_head_dim", "ssm_state_size",
+                                                  "conv_kernel", "n_groups", "chunk_size")),
+        shared_inter=None if shared is None else int(shared),
+        latent=int(cfg.get("moe_latent_size") or 0),
+    )  # fmt: skip
+
+
+def _nas_groups(arch: str, cfg: dict) -> Optional[Tuple[NasBlockGroup, ...]]:
+    """families_nemotron 2.1: consecutive blocks with equal keys (Python ``==``:
+    ``1 == 1.0``) merged into one group; None without ``block_configs`` (and
+    always for ``NemotronForCausalLM``)."""
+    if arch != "DeciLMForCausalLM":
+        return None
+    groups: List[NasBlockGroup] = []
+    for block in cfg.get("block_configs") or []:
+        attention = block.get("attention", {})
+        ffn = block.get("ffn", {})
+        key = (attention.get("n_heads_in_group"), attention.get("no_op", False), ffn.get("ffn_mult", 3.5),
+               ffn.get("no_op", False))  # fmt: skip
+        if groups and groups[-1].key == key:
+            groups[-1] = groups[-1]._replace(count=groups[-1].count + 1)
+        else:
+            groups.append(NasBlockGroup(*key, count=1))
+    return tuple(groups) or None
+
+
 def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) -> ModelSpec:
     """The fields of a config.json document (see module doc)."""
     archs = config.get("architectures") or []
@@ -398,6 +506,8 @@ def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) ->
         qk_rope_head_dim=int(cfg.get("qk_rope_head_dim", 0) or 0) if arch in _MLA_ARCHITECTURES else 0,
         qwen35=_qwen35_config(cfg, int(L), path) if family == QWEN35 else None,
         gemma4=_gemma4_config(cfg, int(L), path) if family == GEMMA4MIX else None,
+        nemotron_h=_nemotron_h_config(cfg, path) if family == NEMOTRONH else None,
+        nas_groups=_nas_groups(arch, cfg) if family == NEMOTRONNAS else None,
     )
 
 

@@ -1,19 +1,22 @@
 """The leaf ops of a step and what one application of each costs
 (docs/spec 6, 8, 10; families_mla_gptoss_fp8static.md 5, 6;
-families_hybrid_vl_databases.md 1.6; families_qwen35_gemma4.md 1.6, 2).
+families_hybrid_vl_databases.md 1.6; families_qwen35_gemma4.md 1.6, 2;
+families_nemotron.md 1.6, 3).
 
 Every op has a *count* (a multiplier, usually a layer count) and its query
 returns ``count * per_application_latency`` (one multiplication). Its
 `Op.weights` are the spec's ``get_weights()``, ``weight bytes * count``: a
 GEMM ``n * k * quant.memory``, the embedding ``rows * h * 2`` (rows =
 ``V // tp`` for LLAMA / MOE, ``V`` for DEEPSEEK / HYBRIDMOE), the routed
-experts ``h * I * E * quant.memory * 3 // moe_ep // moe_tp``; attention,
-elementwise, GDN and communication ops weigh 0.0. An op is evaluated
+experts ``h * I * E * quant.memory * gemms // moe_ep // moe_tp`` (3 GEMMs
+gated, 2 not); attention, elementwise, GDN, Mamba-2 and communication ops
+weigh 0.0. An op is evaluated
 against a `Call` -- the step's ``x`` (tokens), ``batch_size``, ``s`` and
 ``prefix`` -- and returns an `OpValue`: the total, the interpolation path of
 its table lookups, its first table lookup (how the goldens describe an op)
 and, for the ops whose lookup falls back to a SOL instead of missing
-(`GDNKernel`), the source of the value (``"silicon"`` / ``"sol"``). The MLA
+(`GDNKernel`, `Mamba2Kernel`), the source of the value (``"silicon"`` /
+``"sol"``). The MLA
 ops are in `mla_ops`, the composite ones in `composite`, the op lists in
 `families`.
 
@@ -33,6 +36,7 @@ from typing import List, NamedTuple, Optional, Tuple
 from ..gemm import GemmMiss
 from ..kernels import Kernels, NcclTable, PerfMiss, lookup_call
 from ..kernels.gdn import LOOKUP_METHOD as GDN_LOOKUP, GDNShape, GDNTable
+from ..kernels.mamba2 import LOOKUP_METHOD as MAMBA2_LOOKUP, Mamba2Shape, Mamba2Table
 from ..kernels.quant import COMM_QUANTS, FMHA_QUANTS, KV_QUANTS, MOE_QUANTS
 from ..sol import GEMM_QUANTS, QuantMode, gemm_sol
 
@@ -47,6 +51,7 @@ __all__ = [
     "GDNKernel",
     "GenerationAttention",
     "Lookup",
+    "Mamba2Kernel",
     "MoE",
     "MoEDispatch",
     "Op",
@@ -84,7 +89,7 @@ class OpValue(NamedTuple):
     path: Optional[str]  # interp path(s) of the lookups, None without a table lookup
     lookup: Optional[Lookup]  # the first table lookup the op made
     # Where the value came from, for lookups that answer with a SOL instead of
-    # missing: "silicon" or "sol" (GDNKernel); None for every other op.
+    # missing: "silicon" or "sol" (GDNKernel, Mamba2Kernel); None for every other op.
     source: Optional[str] = None
 
 
@@ -378,6 +383,40 @@ class GDNKernel(Op):
         return OpValue(self.count * latency, path, Lookup(GDN_LOOKUP, [], kwargs), source)
 
 
+class Mamba2Kernel(Op):
+    """One Mamba-2 kernel of a NEMOTRONH Mamba layer group (families_nemotron
+    1.6, 3): the Mamba-2 table's value for the model-level (*unsharded*)
+    dims -- ``d_model = h``, heads, head dim, state, conv width, groups,
+    chunk size -- at every tp, times the count; no extras, weights 0.
+
+    Context kernels (``causal_conv1d_fn``, ``mamba_chunk_scan_combined``) are
+    looked up at ``(batch_size, s)``, generation kernels
+    (``causal_conv1d_update``, ``selective_state_update``) at ``batch_size``
+    with ``seq_len = None``: their value does not depend on the decode step
+    (``s_dependent`` False). The lookup never misses: whatever the table
+    cannot answer -- on every vllm / sglang database everything, and the scan
+    and decode kernels everywhere -- is the kernel's memory SOL at the raw
+    ``mem_bw``, reported with source ``"sol"`` and no interp path. The lookup
+    is recorded under the spec's method name ``query_mamba2`` (the goldens'
+    lookup_table)."""
+
+    kind = "Mamba2Kernel"
+    quant_label = ""
+    s_dependent = False
+
+    def __init__(self, name, count, kernel: str, phase: str, shape: Mamba2Shape):
+        super().__init__(name, count)
+        self.kernel = kernel
+        self.phase = phase
+        self.shape = Mamba2Shape(*shape)
+
+    def evaluate(self, k, call):
+        seq_len = call.s if self.phase == "context" else None
+        latency, path, source = k.mamba2.query(self.phase, self.kernel, call.batch_size, seq_len, self.shape)
+        kwargs = Mamba2Table.lookup_kwargs(self.phase, self.kernel, call.batch_size, seq_len, self.shape)
+        return OpValue(self.count * latency, path, Lookup(MAMBA2_LOOKUP, [], kwargs), source)
+
+
 def _all_reduce(k: Kernels, count, gpus: int, size: int) -> OpValue:
     """``count`` custom all-reduces of `size` elements over `gpus` GPUs (docs/spec 8.4)."""
     latency, path = k.custom_allreduce.query(gpus, size)
@@ -449,18 +488,24 @@ class NCCL(Op):
 
 
 class MoE(Op):
-    """The routed experts of one layer (docs/spec 10.3): the MoE table at ``x * attention_dp`` tokens."""
+    """The routed experts of one layer (docs/spec 10.3): the MoE table at ``x * attention_dp`` tokens.
+
+    ``gated``: SwiGLU experts (3 GEMMs, every family but one) or, ``False``,
+    NEMOTRONH's ReLU² experts (2 GEMMs: the SOL and the weights count two,
+    trtllm's nvfp4 low-latency table is not consulted; the table slice has
+    no gated key; families_nemotron 1.6)."""
 
     kind = "MoE"
 
-    def __init__(self, name, count, h, inter, topk, experts, etp, eep, quant: str, distribution: str, attention_dp=1):
+    def __init__(self, name, count, h, inter, topk, experts, etp, eep, quant: str, distribution: str, attention_dp=1,
+                 gated: bool = True):  # fmt: skip
         super().__init__(name, count)
         self.h, self.inter, self.topk, self.experts = h, inter, topk, experts
         self.etp, self.eep = etp, eep
         self.quant = MOE_QUANTS[quant]
         self.distribution = distribution
         self.attention_dp = attention_dp
-        self.gated = True
+        self.gated = gated
 
     @property
     def quant_label(self):

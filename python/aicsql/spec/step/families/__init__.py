@@ -9,19 +9,35 @@ observable: per-op values are summed in it, docs/spec 9.3).
 | HYBRIDMOE | `hybrid_moe` | families_hybrid 1.4, 1.5 |
 | QWEN35 | `qwen35` | families_qwen35_gemma4 1.3 - 1.7 |
 | GEMMA4MIX | `gemma4` | families_qwen35_gemma4 3.3 - 3.7 |
+| NEMOTRONH | `nemotron_h` | families_nemotron 1.3 - 1.6 |
+| NEMOTRONNAS | `nemotron_nas` | families_nemotron 2.3 - 2.6 |
 
 A builder takes the model, the phase ('context' | 'generation'), the
 parallel layout, the phase's quant modes and the backend. MTP is off
-(``nextn = 0``), so generation counts carry a factor 1.0 (they are floats).
+(``nextn = 0``), so generation counts carry a factor 1.0 (they are floats)
+-- except NEMOTRONNAS's, which have no MTP factor at all (ints).
 """
 
 from __future__ import annotations
 
 from typing import List
 
-from ..model import DEEPSEEK, GEMMA4MIX, HYBRIDMOE, KIMIK25, LLAMA, MOE, QWEN3VL, QWEN3VL_MOE, QWEN35, ModelSpec
+from ..model import (
+    DEEPSEEK,
+    GEMMA4MIX,
+    HYBRIDMOE,
+    KIMIK25,
+    LLAMA,
+    MOE,
+    NEMOTRONH,
+    NEMOTRONNAS,
+    QWEN3VL,
+    QWEN3VL_MOE,
+    QWEN35,
+    ModelSpec,
+)
 from ..ops import Op, Parallel, PhaseQuants
-from . import deepseek, gemma4, hybrid_moe, llama, moe, qwen35
+from . import deepseek, gemma4, hybrid_moe, llama, moe, nemotron_h, nemotron_nas, qwen35
 
 __all__ = ["build_ops"]
 
@@ -35,6 +51,8 @@ _BUILDERS = {
     HYBRIDMOE: hybrid_moe.build,
     QWEN35: qwen35.build,
     GEMMA4MIX: gemma4.build,
+    NEMOTRONH: nemotron_h.build,
+    NEMOTRONNAS: nemotron_nas.build,
 }
 
 
