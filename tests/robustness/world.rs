@@ -278,14 +278,20 @@ impl World {
         let (names, families, heads, experts) = (strings(&m, 0), strings(&m, 1), ints(&m, 2), ints(&m, 3));
         let (moe_inters, quants) = (ints(&m, 4), strings(&m, 5));
         let models: Vec<Model> = (0..names.len())
-            .map(|i| Model {
-                name: names[i].clone().expect("model"),
-                family: families[i].clone(),
-                heads: heads[i].unwrap_or(0),
-                moe: experts[i].unwrap_or(0) > 0,
-                experts: experts[i].unwrap_or(0),
-                moe_inter: moe_inters[i].unwrap_or(0),
-                fp8_block: quants[i].as_deref() == Some("fp8_block"),
+            .map(|i| {
+                let experts = experts[i].unwrap_or(0);
+                // GEMMA4MIX is a MoE family even without experts: its dense
+                // variants take MoE parallelism with moe_ep 1 only.
+                let gemma = families[i].as_deref() == Some("GEMMA4MIX");
+                Model {
+                    name: names[i].clone().expect("model"),
+                    family: families[i].clone(),
+                    heads: heads[i].unwrap_or(0),
+                    moe: experts > 0 || gemma,
+                    experts: if gemma { experts.max(1) } else { experts },
+                    moe_inter: moe_inters[i].unwrap_or(0),
+                    fp8_block: quants[i].as_deref() == Some("fp8_block"),
+                }
             })
             .collect();
         let mut world = World {
