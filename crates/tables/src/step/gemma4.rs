@@ -8,11 +8,10 @@
 use serde_json::Value;
 
 use crate::error::TablesError;
-use crate::kernels::MoeShape;
 use crate::model::ModelConfig;
 use crate::quant::GemmQuant;
 use crate::step::model::{ModelDesc, Parallel};
-use crate::step::ops::{Op, OpSpec, p2p};
+use crate::step::ops::{Op, OpSpec, p2p, routed_experts};
 use crate::step::types::{OpKind, Phase, Quants, StepError};
 
 /// What a Gemma 4 config adds to the generic fields (3.1).
@@ -196,35 +195,7 @@ pub(crate) fn op_list(model: &ModelDesc, g: &Gemma4, par: &Parallel, quants: &Qu
             };
             ops.push(op(names[7], OpKind::Gemm, c, router));
         }
-        let dispatch = |pre| OpSpec::MoeDispatch {
-            hidden: h,
-            moe_tp: par.moe_tp,
-            moe_ep: par.moe_ep,
-            dp: par.dp,
-            cp: 1,
-            context: true,
-            pre,
-            quant: Some(quants.moe),
-        };
-        let experts = OpSpec::Moe {
-            shape: MoeShape {
-                hidden: h,
-                inter: model.moe_inter,
-                topk: model.topk,
-                experts: model.experts,
-                moe_tp: par.moe_tp,
-                moe_ep: par.moe_ep,
-                quant: quants.moe,
-                gated: true,
-                distribution: model.distribution,
-            },
-            dp: par.dp,
-        };
-        ops.extend([
-            op(names[8], OpKind::MoEDispatch, c, dispatch(true)),
-            op(names[9], OpKind::MoE, c, experts),
-            op(names[10], OpKind::MoEDispatch, c, dispatch(false)),
-        ]);
+        ops.extend(routed_experts([names[8], names[9], names[10]], c, model, par, quants, h, true));
     }
     ops.push(op(
         "logits_gemm",

@@ -7,11 +7,11 @@
 use serde_json::Value;
 
 use crate::error::TablesError;
-use crate::kernels::{Mamba2Kernel, Mamba2Shape, MoeShape};
+use crate::kernels::{Mamba2Kernel, Mamba2Shape};
 use crate::model::ModelConfig;
 use crate::quant::GemmQuant;
 use crate::step::model::{ModelDesc, Parallel};
-use crate::step::ops::{Op, OpSpec, p2p};
+use crate::step::ops::{Op, OpSpec, p2p, routed_experts};
 use crate::step::types::{OpKind, Phase, Quants, StepError};
 
 /// What a Nemotron-H config adds to the generic fields (1.1).
@@ -185,16 +185,6 @@ pub(crate) fn op_list(model: &ModelDesc, nh: &NemotronH, par: &Parallel, quants:
         let c = nh.moe as f64;
         let shared = nh.shared_inter / tp;
         let moe_hidden = if nh.latent > 0 { nh.latent } else { h };
-        let dispatch = |pre| OpSpec::MoeDispatch {
-            hidden: moe_hidden,
-            moe_tp: par.moe_tp,
-            moe_ep: par.moe_ep,
-            dp: par.dp,
-            cp: 1,
-            context: true,
-            pre,
-            quant: Some(quants.moe),
-        };
         let router = OpSpec::Gemm {
             n: model.experts,
             k: h,
@@ -212,25 +202,8 @@ pub(crate) fn op_list(model: &ModelDesc, nh: &NemotronH, par: &Parallel, quants:
         if nh.latent > 0 {
             ops.push(op("fc1_latent_proj_gemm", OpKind::Gemm, c, gemm(nh.latent / tp, h, false)));
         }
-        let experts = OpSpec::Moe {
-            shape: MoeShape {
-                hidden: moe_hidden,
-                inter: model.moe_inter,
-                topk: model.topk,
-                experts: model.experts,
-                moe_tp: par.moe_tp,
-                moe_ep: par.moe_ep,
-                quant: quants.moe,
-                gated: false,
-                distribution: model.distribution,
-            },
-            dp: par.dp,
-        };
-        ops.extend([
-            op("moe_pre_dispatch", OpKind::MoEDispatch, c, dispatch(true)),
-            op("moe", OpKind::MoE, c, experts),
-            op("moe_post_dispatch", OpKind::MoEDispatch, c, dispatch(false)),
-        ]);
+        let moe = ["moe_pre_dispatch", "moe", "moe_post_dispatch"];
+        ops.extend(routed_experts(moe, c, model, par, quants, moe_hidden, false));
         if nh.latent > 0 {
             ops.push(op("fc2_latent_proj_gemm", OpKind::Gemm, c, gemm(h, nh.latent / tp, true)));
         }

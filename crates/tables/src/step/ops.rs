@@ -236,6 +236,50 @@ pub(crate) fn cp_all_gather(base: &'static str, model: &ModelDesc, par: &Paralle
     Op { base, kind: OpKind::Nccl, count, spec: OpSpec::CpAllGather { gpus: par.cp, elements_per_token } }
 }
 
+/// Routed experts between their two exchanges, as QWEN35, GEMMA4MIX and
+/// NEMOTRONH build them (the exchanges carry the MoE quant, no context
+/// parallelism): `names` of the pre dispatch, the experts and the post
+/// dispatch, each applied `count` times; `hidden` is the experts' width.
+pub(crate) fn routed_experts(
+    names: [&'static str; 3],
+    count: f64,
+    model: &ModelDesc,
+    par: &Parallel,
+    quants: &Quants,
+    hidden: i64,
+    gated: bool,
+) -> [Op; 3] {
+    let dispatch = |pre| OpSpec::MoeDispatch {
+        hidden,
+        moe_tp: par.moe_tp,
+        moe_ep: par.moe_ep,
+        dp: par.dp,
+        cp: 1,
+        context: true,
+        pre,
+        quant: Some(quants.moe),
+    };
+    let experts = OpSpec::Moe {
+        shape: MoeShape {
+            hidden,
+            inter: model.moe_inter,
+            topk: model.topk,
+            experts: model.experts,
+            moe_tp: par.moe_tp,
+            moe_ep: par.moe_ep,
+            quant: quants.moe,
+            gated,
+            distribution: model.distribution,
+        },
+        dp: par.dp,
+    };
+    [
+        Op { base: names[0], kind: OpKind::MoEDispatch, count, spec: dispatch(true) },
+        Op { base: names[1], kind: OpKind::MoE, count, spec: experts },
+        Op { base: names[2], kind: OpKind::MoEDispatch, count, spec: dispatch(false) },
+    ]
+}
+
 /// The sliding window of GPT-OSS's windowed layers, hard-coded by the spec
 /// (the config's `sliding_window` is not read).
 const GPT_OSS_WINDOW: i64 = 128;

@@ -8,11 +8,11 @@
 use serde_json::Value;
 
 use crate::error::TablesError;
-use crate::kernels::{GdnKernel, GdnShape, MoeShape};
+use crate::kernels::{GdnKernel, GdnShape};
 use crate::model::ModelConfig;
 use crate::quant::GemmQuant;
 use crate::step::model::{ModelDesc, Parallel};
-use crate::step::ops::{Op, OpSpec, p2p};
+use crate::step::ops::{Op, OpSpec, p2p, routed_experts};
 use crate::step::types::{OpKind, Phase, Quants, StepError};
 
 /// What a Qwen3.5 config adds to the generic fields (1.1).
@@ -159,35 +159,8 @@ pub(crate) fn op_list(model: &ModelDesc, q: &Qwen35, par: &Parallel, quants: &Qu
             };
             ops.push(op(names.moe[1], OpKind::Gemm, c, router));
         }
-        let dispatch = |pre| OpSpec::MoeDispatch {
-            hidden: h,
-            moe_tp: par.moe_tp,
-            moe_ep: par.moe_ep,
-            dp: par.dp,
-            cp: 1,
-            context: true,
-            pre,
-            quant: Some(quants.moe),
-        };
-        let experts = OpSpec::Moe {
-            shape: MoeShape {
-                hidden: h,
-                inter: model.moe_inter,
-                topk: model.topk,
-                experts: model.experts,
-                moe_tp: par.moe_tp,
-                moe_ep: par.moe_ep,
-                quant: quants.moe,
-                gated: true,
-                distribution: model.distribution,
-            },
-            dp: par.dp,
-        };
-        ops.extend([
-            op(names.moe[2], OpKind::MoEDispatch, c, dispatch(true)),
-            op(names.moe[3], OpKind::MoE, c, experts),
-            op(names.moe[4], OpKind::MoEDispatch, c, dispatch(false)),
-        ]);
+        let moe = [names.moe[2], names.moe[3], names.moe[4]];
+        ops.extend(routed_experts(moe, c, model, par, quants, h, true));
         if q.shared_inter > 0 {
             let s = q.shared_inter / tp;
             ops.extend([
