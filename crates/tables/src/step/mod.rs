@@ -13,6 +13,7 @@ mod gemms;
 mod hybrid;
 mod model;
 mod nemotron_h;
+mod nemotron_nas;
 mod ops;
 mod quants;
 mod qwen35;
@@ -36,8 +37,9 @@ pub use types::{Lookup, OpKind, OpRow, Phase, Quants, RowKind, StepError, StepQu
 /// Decode steps one generation sample stands for (the SDK's default stride).
 pub const GEN_STRIDE: u32 = 32;
 
-/// Ops a list can hold (LLAMA has 14, MOE 13).
-const MAX_OPS: usize = 32;
+/// Distinct op names a list can hold (LLAMA has 14, MOE 13; NEMOTRONNAS
+/// repeats 13 names over 158 ops): the per-name sums live on the stack.
+const MAX_NAMES: usize = 32;
 
 /// The shape of one step: parallelism, batch and sequence lengths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -163,6 +165,9 @@ pub struct StepModel<'a> {
     prepared: Vec<Prepared>,
     /// Where each key's list is in `prepared` (a search keeps hundreds).
     prepared_at: foldhash::HashMap<PrepKey, usize>,
+    /// Per op of the list being priced: its value when it does not read
+    /// the sequence length (reused across calls, so no allocation per step).
+    shared: Vec<Option<eval::OpValue>>,
 }
 
 impl StepModel<'static> {
@@ -214,6 +219,7 @@ impl<'a> StepModel<'a> {
             inferred,
             prepared: Vec::new(),
             prepared_at: Default::default(),
+            shared: Vec::new(),
         })
     }
 
@@ -228,22 +234,23 @@ impl<'a> StepModel<'a> {
             inferred: self.inferred,
             prepared: Vec::new(),
             prepared_at: Default::default(),
+            shared: Vec::new(),
         })
     }
 
     /// The step's total only: TTFT (context) or TPOT (generation), in ms.
     pub fn latency(&mut self, phase: Phase, shape: &StepShape) -> Result<f64, StepError> {
         let index = self.prepare(phase, shape)?;
-        let (prep, tables) = (&self.prepared[index], &mut self.tables);
-        run(phase, shape, 0, prep, tables, &mut NoRows).map(|(total, _)| total)
+        let (prep, tables, shared) = (&self.prepared[index], &mut self.tables, &mut self.shared);
+        run(phase, shape, 0, prep, tables, shared, &mut NoRows).map(|(total, _)| total)
     }
 
     /// The step with every op's row.
     pub fn report(&mut self, phase: Phase, shape: &StepShape) -> Result<StepReport, StepError> {
         let index = self.prepare(phase, shape)?;
-        let (prep, tables) = (&self.prepared[index], &mut self.tables);
+        let (prep, tables, shared) = (&self.prepared[index], &mut self.tables, &mut self.shared);
         let mut rows = Vec::new();
-        let (total_ms, phase_latency_ms) = run(phase, shape, 0, prep, tables, &mut rows)?;
+        let (total_ms, phase_latency_ms) = run(phase, shape, 0, prep, tables, shared, &mut rows)?;
         Ok(StepReport { phase, rows, total_ms, phase_latency_ms, quants: prep.quants })
     }
 
@@ -259,8 +266,8 @@ impl<'a> StepModel<'a> {
             )));
         }
         let index = self.prepare(Phase::Context, shape)?;
-        let (prep, tables) = (&self.prepared[index], &mut self.tables);
-        let acc = phase_sums(Phase::Context, shape, i64::from(prefix), prep, tables, &mut NoRows)?;
+        let (prep, tables, shared) = (&self.prepared[index], &mut self.tables, &mut self.shared);
+        let acc = phase_sums(Phase::Context, shape, i64::from(prefix), prep, tables, shared, &mut NoRows)?;
         Ok(PhaseSums::new(Phase::Context, prep, &acc))
     }
 
@@ -269,8 +276,8 @@ impl<'a> StepModel<'a> {
     /// weighted by the steps it stands for (TPOT is its total over `osl - 1`).
     pub fn generation_sums(&mut self, shape: &StepShape) -> Result<PhaseSums, StepError> {
         let index = self.prepare(Phase::Generation, shape)?;
-        let (prep, tables) = (&self.prepared[index], &mut self.tables);
-        let acc = phase_sums(Phase::Generation, shape, 0, prep, tables, &mut NoRows)?;
+        let (prep, tables, shared) = (&self.prepared[index], &mut self.tables, &mut self.shared);
+        let acc = phase_sums(Phase::Generation, shape, 0, prep, tables, shared, &mut NoRows)?;
         Ok(PhaseSums::new(Phase::Generation, prep, &acc))
     }
 
@@ -364,11 +371,16 @@ impl<'a> StepModel<'a> {
         };
         let quants = quants::resolve(self.inferred, phase, self.tables.backend(), &modes);
         self.desc.check_moe_blocks(&par, quants.moe)?;
-        let list = op_list(&self.desc, &par, &quants, phase);
-        if list.ops.len() > MAX_OPS {
-            return Err(StepError::input(format!("op list of {} ops exceeds {MAX_OPS}", list.ops.len())));
+        let prep = Prepared::new(quants, op_list(&self.desc, &par, &quants, phase));
+        if prep.names.len() > MAX_NAMES {
+            // A builder bug, not a user's: every family has fewer names.
+            return Err(StepError::input(format!(
+                "{}: the op list has {} distinct op names, more than the step's {MAX_NAMES}",
+                self.desc.architecture,
+                prep.names.len()
+            )));
         }
-        self.prepared.push(Prepared::new(quants, list));
+        self.prepared.push(prep);
         self.prepared_at.insert(key, self.prepared.len() - 1);
         Ok(self.prepared.len() - 1)
     }
@@ -449,7 +461,7 @@ pub struct PhaseSums {
 }
 
 impl PhaseSums {
-    fn new(phase: Phase, prep: &Prepared, acc: &[f64; MAX_OPS]) -> PhaseSums {
+    fn new(phase: Phase, prep: &Prepared, acc: &[f64; MAX_NAMES]) -> PhaseSums {
         PhaseSums { phase, names: Arc::clone(&prep.names), values: acc[..prep.names.len()].to_vec() }
     }
 
@@ -503,9 +515,10 @@ fn run<S: Sink>(
     cached: i64,
     prep: &Prepared,
     tables: &mut Tables,
+    shared: &mut Vec<Option<eval::OpValue>>,
     sink: &mut S,
 ) -> Result<(f64, f64), StepError> {
-    let acc = phase_sums(phase, q, cached, prep, tables, sink)?;
+    let acc = phase_sums(phase, q, cached, prep, tables, shared, sink)?;
     let latency = acc[..prep.names.len()].iter().fold(0.0, |sum, v| sum + v);
     match phase {
         Phase::Context => Ok((latency, latency)),
@@ -524,8 +537,9 @@ fn phase_sums<S: Sink>(
     cached: i64,
     prep: &Prepared,
     tables: &mut Tables,
+    shared: &mut Vec<Option<eval::OpValue>>,
     sink: &mut S,
-) -> Result<[f64; MAX_OPS], StepError> {
+) -> Result<[f64; MAX_NAMES], StepError> {
     let prefix = phase.prefix();
     tables.paths = S::ROWS;
     let (batch, isl) = (i64::from(q.batch), i64::from(q.isl));
@@ -555,7 +569,7 @@ fn phase_sums<S: Sink>(
             // the sum of the entries in first-appearance order.
             let s = isl - cached;
             let x = batch * s;
-            let mut acc = [0.0f64; MAX_OPS];
+            let mut acc = [0.0f64; MAX_NAMES];
             for (index, op) in prep.ops.iter().enumerate() {
                 let name = || format!("{prefix}_{}", op.base);
                 let v = tables.eval(
@@ -575,15 +589,16 @@ fn phase_sums<S: Sink>(
             // Per sampled step, step[name] = 0.0 + each op of that name; then
             // gen[name] += step[name] * repeat over the samples in order, and
             // the per-name sums in first-appearance order (docs/spec 9.3).
-            let mut acc = [0.0f64; MAX_OPS];
+            let mut acc = [0.0f64; MAX_NAMES];
             // The ops that do not read `s` give the same value at every
             // sample (same inputs, same arithmetic): priced at the first.
-            let mut shared: [Option<eval::OpValue>; MAX_OPS] = [None; MAX_OPS];
+            shared.clear();
+            shared.resize(prep.ops.len(), None);
             let decode_steps = q.osl.saturating_sub(1);
             for i in (0..decode_steps).step_by(GEN_STRIDE as usize) {
                 let repeat = GEN_STRIDE.min(decode_steps - i);
                 let s = isl + i64::from(i) + 1;
-                let mut step = [0.0f64; MAX_OPS];
+                let mut step = [0.0f64; MAX_NAMES];
                 // The report's per-step total: the op rows' plain sum.
                 let mut step_total = 0.0;
                 for (index, op) in prep.ops.iter().enumerate() {

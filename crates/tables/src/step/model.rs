@@ -11,6 +11,7 @@ use crate::step::StepShape;
 use crate::step::gemma4::Gemma4;
 use crate::step::hybrid::Hybrid;
 use crate::step::nemotron_h::NemotronH;
+use crate::step::nemotron_nas::NemotronNas;
 use crate::step::qwen35::Qwen35;
 use crate::step::types::StepError;
 
@@ -35,10 +36,13 @@ pub(crate) enum Family {
     /// Nemotron-H: Mamba-2, attention, MoE and MLP layers
     /// (docs/spec/families_nemotron.md 1).
     NemotronH,
+    /// Nemotron-NAS: per-layer heterogeneous blocks merged into runs
+    /// (docs/spec/families_nemotron.md 2).
+    NemotronNas,
 }
 
 /// The spec's families this crate does not build yet: refused by name.
-const LATER_FAMILIES: [&str; 4] = ["DEEPSEEKV32", "DEEPSEEKV4", "NEMOTRONNAS", "MINIMAXM3"];
+const LATER_FAMILIES: [&str; 3] = ["DEEPSEEKV32", "DEEPSEEKV4", "MINIMAXM3"];
 
 /// The dimensions the op lists use, with the spec's fallbacks applied.
 #[derive(Debug, Clone)]
@@ -65,6 +69,8 @@ pub(crate) struct ModelDesc {
     pub hybrid: Option<Hybrid>,
     /// NEMOTRONH's layer counts and Mamba-2 shape.
     pub nemotron_h: Option<NemotronH>,
+    /// NEMOTRONNAS's block groups.
+    pub nemotron_nas: Option<NemotronNas>,
     /// QWEN35's layer counts and GDN shape.
     pub qwen35: Option<Qwen35>,
     /// GEMMA4MIX's layer counts and per-type attention.
@@ -124,6 +130,7 @@ impl ModelDesc {
             Some("QWEN35") => Family::Qwen35,
             Some("GEMMA4MIX") => Family::Gemma4,
             Some("NEMOTRONH") => Family::NemotronH,
+            Some("NEMOTRONNAS") => Family::NemotronNas,
             Some(later) if LATER_FAMILIES.contains(&later) => {
                 return Err(StepError::input(format!(
                     "unsupported architecture {architecture}: the spec's {later} family is not implemented yet"
@@ -172,6 +179,7 @@ impl ModelDesc {
             gpt_oss: architecture == "GptOssForCausalLM",
             hybrid: None,
             nemotron_h: None,
+            nemotron_nas: None,
             qwen35: None,
             gemma4: None,
             v_head_dim: 0,
@@ -185,6 +193,9 @@ impl ModelDesc {
             desc.hybrid = Some(Hybrid::from_config(cfg, desc.layers)?);
         }
         desc.nemotron_h = nemotron_h;
+        if family == Family::NemotronNas {
+            desc.nemotron_nas = Some(NemotronNas::from_config(cfg, &desc.architecture, desc.hidden)?);
+        }
         if family == Family::Qwen35 {
             desc.qwen35 = Some(Qwen35::from_config(cfg, desc.layers, desc.hidden)?);
         }
@@ -211,7 +222,7 @@ impl ModelDesc {
         let dense = (family == Family::Qwen35 && desc.experts == 0)
             || desc.gemma4.is_some_and(|g| g.dense)
             || desc.nemotron_h.is_some_and(|nh| nh.moe == 0);
-        if desc.family != Family::Llama && !dense && (desc.topk < 1 || desc.experts < 1) {
+        if !matches!(desc.family, Family::Llama | Family::NemotronNas) && !dense && (desc.topk < 1 || desc.experts < 1) {
             return Err(StepError::input(format!(
                 "{}: a MoE model needs num_experts_per_tok and a number of experts",
                 cfg.path.display()
@@ -236,7 +247,7 @@ impl ModelDesc {
 
     pub fn is_moe(&self) -> bool {
         match self.family {
-            Family::Llama => false,
+            Family::Llama | Family::NemotronNas => false,
             Family::Qwen35 => self.experts > 0,
             // MoE iff the pattern has MoE layers (Nemotron-H-56B has none).
             Family::NemotronH => self.nemotron_h.is_some_and(|nh| nh.moe > 0),
@@ -273,8 +284,8 @@ impl ModelDesc {
                 "trtllm does not support attention tp {tp} > 1 and attention dp {dp} > 1 together"
             )));
         }
-        if cp > 1 && matches!(self.family, Family::Qwen35 | Family::Gemma4 | Family::NemotronH) {
-            // Qwen3.5 and Nemotron-H do not support it; Gemma 4's
+        if cp > 1 && matches!(self.family, Family::Qwen35 | Family::Gemma4 | Family::NemotronH | Family::NemotronNas) {
+            // Qwen3.5 and the Nemotrons do not support it; Gemma 4's
             // context-parallel pipeline (families_qwen35_gemma4.md 3.7) has no golden yet.
             let why = if self.family != Family::Gemma4 {
                 "The model class must override ``supports_cp`` and implement CP in its op pipeline."

@@ -299,6 +299,9 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
     if let Some(nh) = &model.nemotron_h {
         return OpList::plain(crate::step::nemotron_h::op_list(model, nh, par, quants, phase));
     }
+    if let Some(nas) = &model.nemotron_nas {
+        return OpList::plain(crate::step::nemotron_nas::op_list(model, nas, par, quants, phase));
+    }
     if let Some(g) = &model.gemma4 {
         return OpList::plain(crate::step::gemma4::op_list(model, g, par, quants, phase));
     }
@@ -390,7 +393,13 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
                 p2p,
             ]);
         }
-        Family::Moe | Family::HybridMoe | Family::Mla | Family::Qwen35 | Family::Gemma4 | Family::NemotronH => {
+        Family::Moe
+        | Family::HybridMoe
+        | Family::Mla
+        | Family::Qwen35
+        | Family::Gemma4
+        | Family::NemotronH
+        | Family::NemotronNas => {
             let (moe_tp, moe_ep, quant) = (par.moe_tp, par.moe_ep, quants.moe);
             // The generation step is not context-parallel: its exchange is
             // the attention-tp one over the cp ranks.
@@ -462,6 +471,7 @@ mod tests {
             gpt_oss: false,
             hybrid: None,
             nemotron_h: None,
+            nemotron_nas: None,
             qwen35: None,
             gemma4: None,
             v_head_dim: 0,
