@@ -67,7 +67,7 @@ impl Memory {
             others *= others_overhead;
         }
         let seq_tokens = at.max_seq_len.unwrap_or(at.isl + at.osl).max(0.0);
-        let per_sequence = seq_tokens * m.kv_bytes_per_element as f64 * m.kv_elements_per_token as f64;
+        let per_sequence = m.kv_bytes_per_sequence(seq_tokens);
         // The spec divides by the CP KV divisor, always 1.
         let kvcache = at.batch * per_sequence;
         Ok(Memory {

@@ -40,6 +40,6 @@ pub use quant::GemmQuant;
 pub use sol::{GemmSol, MAX_GEMM_DIM};
 pub use step::{
     Lookup, MemoryInputs, OpKind, OpRow, Phase, PhaseSums, Quants, RowKind, StepError, StepModel, StepQuery,
-    StepReport, StepShape, engine_step, step_latency,
+    StepReport, StepShape, WindowedKv, engine_step, step_latency,
 };
 pub use system::{Num, SystemSpec, read_system_yaml, system_spec};

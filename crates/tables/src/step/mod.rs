@@ -291,15 +291,6 @@ impl<'a> StepModel<'a> {
     /// What the serving layer's memory model reads: the context op list's
     /// weights and the model's attention and KV dimensions at `shape`.
     pub fn memory_inputs(&mut self, shape: &StepShape) -> Result<MemoryInputs, StepError> {
-        if self.desc.family == Family::Gemma4 {
-            // The spec sizes Gemma 4's KV cache per layer type with the
-            // window cap (families_qwen35_gemma4.md 8.2); not restated yet.
-            return Err(StepError::input(format!(
-                "{} (GEMMA4MIX): no serving estimate yet: its KV cache is sized per layer type (sliding-window \
-                 layers capped at the window), which aicsql's memory model does not restate; engine steps are priced",
-                self.desc.architecture
-            )));
-        }
         let index = self.prepare(Phase::Context, shape)?;
         let prep = &mut self.prepared[index];
         // weights = 0.0 + each context op's weights, in list order.
@@ -307,14 +298,15 @@ impl<'a> StepModel<'a> {
             .weights_bytes
             .get_or_insert_with(|| prep.ops.iter().fold(0.0, |sum, op| sum + weights::op_weights(op, &prep.subs)));
         let d = &self.desc;
-        let kv_heads_per_gpu = (d.kv_heads + i64::from(shape.tp) - 1) / i64::from(shape.tp);
+        let (kv_elements_per_token, windowed_kv) = weights::kv_elements_per_token(d, i64::from(shape.tp));
         Ok(MemoryInputs {
             family: d.spec_family,
             weights_bytes,
             attention_width: d.heads * d.head_dim,
             hidden: d.hidden,
             layers: d.layers,
-            kv_elements_per_token: weights::kv_elements_per_token(d, kv_heads_per_gpu),
+            kv_elements_per_token,
+            windowed_kv,
             kv_bytes_per_element: prep.quants.kv.memory(),
             experts: d.experts,
             topk: d.topk,
@@ -502,10 +494,42 @@ pub struct MemoryInputs {
     pub layers: i64,
     /// KV-cache elements one token keeps on one GPU, over all layers.
     pub kv_elements_per_token: i64,
+    /// The part of them whose layers keep at most a window of tokens
+    /// (Gemma 4's sliding-window layers); `None` for every other family.
+    pub windowed_kv: Option<WindowedKv>,
     /// Bytes per KV-cache element of the phase's kv quant.
     pub kv_bytes_per_element: i64,
     pub experts: i64,
     pub topk: i64,
+}
+
+/// KV-cache elements per token of the layers that keep at most `window`
+/// tokens (families_qwen35_gemma4.md 9.1-9.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowedKv {
+    pub elements_per_token: i64,
+    /// Tokens a windowed layer keeps (0: no cap).
+    pub window: i64,
+}
+
+impl MemoryInputs {
+    /// KV-cache bytes of one sequence of `tokens` (negative counts as 0):
+    /// every layer's elements times the tokens it keeps, an exact integer
+    /// sum converted once (docs/spec families_qwen35_gemma4.md 9.2); the base
+    /// model's `tokens * bytes * elements` otherwise.
+    pub fn kv_bytes_per_sequence(&self, tokens: f64) -> f64 {
+        let tokens = tokens.max(0.0);
+        let bytes = self.kv_bytes_per_element as f64;
+        match self.windowed_kv {
+            None => tokens * bytes * self.kv_elements_per_token as f64,
+            Some(WindowedKv { elements_per_token, window }) => {
+                let kept = if window > 0 { tokens.min(window as f64) } else { tokens };
+                let full = self.kv_elements_per_token - elements_per_token;
+                // Integer-valued products below 2^53: exact, as the spec's ints.
+                (elements_per_token as f64 * bytes) * kept + (full as f64 * bytes) * tokens
+            }
+        }
+    }
 }
 
 /// Runs the step; returns `(total_ms, phase_latency_ms)`.

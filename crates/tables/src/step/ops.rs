@@ -231,7 +231,7 @@ pub(crate) fn p2p(par: &Parallel, hidden: i64) -> Op {
 /// DEEPSEEK): the bytes a token keeps per layer, in 2-byte (half)
 /// elements, as the spec divides them (`kv_bytes(1) / layers / 2`).
 pub(crate) fn cp_all_gather(base: &'static str, model: &ModelDesc, par: &Parallel, quants: &Quants, count: f64) -> Op {
-    let kv_bytes = (quants.kv.memory() * crate::step::weights::kv_elements_per_token(model, par.n_kv)) as f64;
+    let kv_bytes = (quants.kv.memory() * crate::step::weights::kv_elements_per_token(model, par.tp).0) as f64;
     let elements_per_token = kv_bytes / model.layers as f64 / 2.0;
     Op { base, kind: OpKind::Nccl, count, spec: OpSpec::CpAllGather { gpus: par.cp, elements_per_token } }
 }

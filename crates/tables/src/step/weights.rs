@@ -11,6 +11,7 @@
 use crate::pymath::py_floordiv;
 use crate::step::model::{Family, ModelDesc};
 use crate::step::ops::{Op, OpSpec};
+use crate::step::WindowedKv;
 use crate::system::Num;
 
 /// One op's `get_weights()`: bytes on one GPU, times its count.
@@ -66,12 +67,20 @@ fn int_times(bytes: i128, count: f64) -> f64 {
     if count.fract() == 0.0 && count.abs() < 9.0e15 { (bytes * count as i128) as f64 } else { bytes as f64 * count }
 }
 
-/// KV-cache elements one token keeps on one GPU over all layers: the MLA
-/// latent (`layers * (kv_lora_rank + qk_rope_head_dim)`, not split by tp),
-/// else `kv_heads_per_gpu * head_size * layers * 2`.
-pub(crate) fn kv_elements_per_token(d: &ModelDesc, kv_heads_per_gpu: i64) -> i64 {
+/// KV-cache elements one token keeps on one GPU over all layers at `tp`,
+/// and the windowed share of them: the MLA latent (`layers *
+/// (kv_lora_rank + qk_rope_head_dim)`, not split by tp); Gemma 4's per
+/// layer type, its sliding-window layers windowed (families_qwen35_gemma4.md
+/// 9.1); else `ceil(Hkv / tp) * head_size * layers * 2`.
+pub(crate) fn kv_elements_per_token(d: &ModelDesc, tp: i64) -> (i64, Option<WindowedKv>) {
+    let per_gpu = |heads: i64| (heads + tp - 1) / tp;
     if d.family == Family::Mla {
-        return d.layers * d.mla_kv_width;
+        return (d.layers * d.mla_kv_width, None);
     }
-    kv_heads_per_gpu * d.head_dim * d.layers * 2
+    if let Some(g) = &d.gemma4 {
+        let windowed = 2 * g.swa_layers * per_gpu(g.swa_kv_heads) * g.swa_head_dim;
+        let global = 2 * g.global_layers * per_gpu(g.global_kv_heads) * g.global_head_dim;
+        return (windowed + global, Some(WindowedKv { elements_per_token: windowed, window: g.window }));
+    }
+    (per_gpu(d.kv_heads) * d.head_dim * d.layers * 2, None)
 }
