@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::error::{Result, TablesError};
 use crate::gemm::GemmTable;
 use crate::kernels::{
-    AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextMlaModuleTable, ContextMlaTable, GdnTable,
-    GenerationAttentionTable, GenerationMlaModuleTable, GenerationMlaTable, Mamba2Table, MlaBmmTable, MoeTable,
-    NcclTable, ScaleMatrixTable,
+    AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextDsaTable, ContextMlaModuleTable, ContextMlaTable,
+    GdnTable, GenerationAttentionTable, GenerationDsaTable, GenerationMlaModuleTable, GenerationMlaTable, Mamba2Table,
+    MlaBmmTable, MoeTable, NcclTable, ScaleMatrixTable,
 };
 use crate::model::ModelConfig;
 use crate::op_sol::OpSol;
@@ -120,6 +120,8 @@ pub struct TableCache {
     pub(crate) mla_generation_module: Slots<(DbKey, bool), GenerationMlaModuleTable>,
     pub(crate) gdn: Slots<(DbKey, bool), GdnTable>,
     pub(crate) mamba2: Slots<(DbKey, bool), Mamba2Table>,
+    pub(crate) dsa_context_module: Slots<(DbKey, bool), ContextDsaTable>,
+    pub(crate) dsa_generation_module: Slots<(DbKey, bool), GenerationDsaTable>,
     /// `op_kernel_source_manifest.yaml`, parsed once.
     pub(crate) manifests: Slots<PathBuf, serde_yaml_ng::Value>,
     pub(crate) systems: Slots<String, (SystemSpec, PathBuf)>,

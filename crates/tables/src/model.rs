@@ -111,6 +111,11 @@ pub struct ModelConfig {
     /// The top-level `quantization_config` (promoted from `text_config`
     /// when only there), `{}` when absent.
     pub quantization_config: Value,
+    /// The checkpoint's exclusion globs (modules left unquantised): the
+    /// `quantization_config`'s `modules_to_not_convert`, `exclude_modules`
+    /// and `ignore`, then the hf quant config's `exclude_modules` and
+    /// `ignore`, in that order (families_dsa.md 2.2).
+    pub exclusion_globs: Vec<String>,
     pub path: PathBuf,
 }
 
@@ -326,6 +331,18 @@ pub fn read_model_config(doc: &DocFile) -> Result<ModelConfig> {
     }
     let quantization_config = json.get("quantization_config").cloned().unwrap_or(Value::Object(Default::default()));
     let quant = quant_fields(&quantization_config, &hf_section);
+    let exclusion_globs = [
+        (&quantization_config, "modules_to_not_convert"),
+        (&quantization_config, "exclude_modules"),
+        (&quantization_config, "ignore"),
+        (&hf_section, "exclude_modules"),
+        (&hf_section, "ignore"),
+    ]
+    .iter()
+    .filter_map(|(section, key)| section.as_object()?.get(*key)?.as_array())
+    .flatten()
+    .filter_map(|glob| glob.as_str().map(str::to_string))
+    .collect();
     let text = match json.get("text_config") {
         Some(t) if nested => {
             if !t.is_object() {
@@ -385,6 +402,7 @@ pub fn read_model_config(doc: &DocFile) -> Result<ModelConfig> {
         use_qk_norm,
         text,
         quantization_config,
+        exclusion_globs,
         path: doc.path.clone(),
     })
 }

@@ -7,11 +7,49 @@
 use crate::pymath::{py_mul, py_true_div};
 use crate::system::{Num, SystemSpec};
 
+/// The DSA module's structural dimensions (families_dsa.md 6.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DsaDims {
+    pub hidden: i64,
+    pub q_lora: i64,
+    pub kv_lora: i64,
+    pub qk_nope: i64,
+    pub qk_rope: i64,
+    pub v_head: i64,
+    pub index_topk: i64,
+    pub index_head_dim: i64,
+    pub index_heads: i64,
+}
+
+impl DsaDims {
+    /// Bytes of one token's FP8 indexer key: the key plus a 4-byte scale
+    /// per 128 elements.
+    pub fn index_bytes(&self) -> i128 {
+        index_key_bytes(self.index_head_dim)
+    }
+}
+
+/// `ihd + ceil(ihd / 128) * 4`: an FP8 indexer key with its scales.
+pub fn index_key_bytes(index_head_dim: i64) -> i128 {
+    let ihd = i128::from(index_head_dim);
+    ihd + (ihd + 127).div_euclid(128) * 4
+}
+
+/// `a + b_1 + b_2 + ...` in Python, left to right: exact while all are ints.
+fn num_sum(a: Option<Num>, ints: &[i128]) -> Num {
+    ints.iter().fold(a.unwrap_or(Num::Float(f64::NAN)), |sum, &b| match sum {
+        Num::Int(a) => Num::Int(a + b),
+        Num::Float(a) => Num::Float(a + b as f64),
+    })
+}
+
 /// The system constants the formulas use, validated once.
 #[derive(Debug, Clone, Copy)]
 pub struct OpSol {
     mem_bw: Num,
     bf16_flops: Num,
+    fp8_flops: Option<Num>,
+    fp4_flops: Option<Num>,
     /// `mem_bw * mem_bw_empirical_scaling_factor`, as Python forms it.
     mem_op_bw: Num,
     mem_const: Num,
@@ -69,6 +107,8 @@ impl OpSol {
         Ok(OpSol {
             mem_bw: spec.mem_bw,
             bf16_flops: spec.bfloat16_tc_flops,
+            fp8_flops: spec.fp8_tc_flops,
+            fp4_flops: spec.fp4_tc_flops,
             mem_op_bw,
             mem_const: spec.mem_empirical_constant_latency,
             gpus_per_node: spec.num_gpus_per_node,
@@ -287,6 +327,121 @@ impl OpSol {
         let mem = py_mul(Num::Int(n * (t * 640 + 128 * 512)), memory).map(|m| div(m, self.mem_bw)).unwrap_or(f64::NAN)
             * 1000.0;
         py_max(math, mem)
+    }
+
+    /// Tensor-core flops of a compute factor: the system's bfloat16, fp8 or
+    /// fp4 figure, or bfloat16's times the factor where the YAML has none.
+    fn tc_flops(&self, compute: i64) -> Num {
+        let listed = match compute {
+            1 => Some(self.bf16_flops),
+            2 => self.fp8_flops,
+            4 => self.fp4_flops,
+            _ => None,
+        };
+        listed.or_else(|| py_mul(self.bf16_flops, Num::Int(i128::from(compute)))).unwrap_or(Num::Float(f64::NAN))
+    }
+
+    /// The context DSA module (families_dsa.md 6.2) at `(b, s, prefix, n)`:
+    /// projections, indexer and sparse attention against the raw `mem_bw`.
+    /// `quants` = (kv bytes, fmha bytes, fmha compute, DSA gemm bytes, DSA
+    /// gemm compute); a skip-indexer layer has no indexer terms.
+    pub fn dsa_context(
+        &self,
+        d: &DsaDims,
+        (b, s, prefix, n): (i64, i64, i64, i64),
+        (kv_mem, fmha_mem, fmha_compute, gemm_mem, gemm_compute): (i64, i64, i64, Num, i64),
+        skip: bool,
+    ) -> f64 {
+        let [b, s, prefix, n] = [b, s, prefix, n].map(i128::from);
+        let [hs, ql, kl, qn, qr, vd, itk, ihd, inh] = [
+            d.hidden,
+            d.q_lora,
+            d.kv_lora,
+            d.qk_nope,
+            d.qk_rope,
+            d.v_head,
+            d.index_topk,
+            d.index_head_dim,
+            d.index_heads,
+        ]
+        .map(i128::from);
+        let (qk, ad, proj_out, idx_bytes) = (qn + qr, kl + qr, ql + kl + qr + ihd, d.index_bytes());
+        let full = s + prefix;
+        let t = b * s;
+        let gemm_ops = 2 * t * hs * proj_out
+            + 2 * t * ql * (n * qk)
+            + 2 * t * ql * (inh * ihd)
+            + 2 * t * hs * inh
+            + 2 * t * (n * vd) * hs
+            + 2 * n * t * qn * kl
+            + 2 * n * t * kl * vd;
+        let indexed = !skip && full > itk;
+        let idx_ops = if indexed { 2 * t * inh * ihd * full } else { 0 };
+        let eff = full.min(itk);
+        let pairs = if full <= itk {
+            (b * (full * (full + 1) - prefix * (prefix + 1))).div_euclid(2)
+        } else if prefix >= itk {
+            t * itk
+        } else {
+            (b * (itk * (itk + 1) - prefix * (prefix + 1))).div_euclid(2) + b * (full - itk) * itk
+        };
+        let attn_ops = 2 * n * (ad + kl) * pairs;
+        let weights = hs * proj_out + ql * n * qk + ql * inh * ihd + hs * inh + n * vd * hs;
+        // Left to right: the ints join a float weights term one by one.
+        let terms = [
+            b * n * eff * ad * i128::from(kv_mem),
+            if indexed { b * full * idx_bytes } else { 0 },
+            t * n * qk * i128::from(fmha_mem) * 2,
+        ];
+        let bytes = num_sum(py_mul(Num::Int(weights), gemm_mem), &terms);
+        let math = div(Num::Int(gemm_ops), self.tc_flops(gemm_compute))
+            + div(Num::Int(idx_ops), self.tc_flops(2))
+            + div(Num::Int(attn_ops), self.tc_flops(fmha_compute));
+        py_max(math * 1000.0, div(bytes, self.mem_bw) * 1000.0)
+    }
+
+    /// The decode DSA module (families_dsa.md 6.2) at `(b, s, n)`: the
+    /// indexer reads every cached token, attention the top-k of them.
+    pub fn dsa_generation(
+        &self,
+        d: &DsaDims,
+        (b, s, n): (i64, i64, i64),
+        kv_mem: i64,
+        gemm_mem: Num,
+        gemm_compute: i64,
+    ) -> f64 {
+        let [b, s, n] = [b, s, n].map(i128::from);
+        let [hs, ql, kl, qn, qr, vd, itk, ihd, inh] = [
+            d.hidden,
+            d.q_lora,
+            d.kv_lora,
+            d.qk_nope,
+            d.qk_rope,
+            d.v_head,
+            d.index_topk,
+            d.index_head_dim,
+            d.index_heads,
+        ]
+        .map(i128::from);
+        let (qk, ad, proj_out, idx_bytes) = (qn + qr, kl + qr, ql + kl + qr + ihd, d.index_bytes());
+        let t = b;
+        let eff = s.min(itk);
+        let gemm_ops = 2 * t * hs * proj_out
+            + 2 * t * ql * n * qk
+            + 2 * t * ql * inh * ihd
+            + 2 * t * hs * inh
+            + 2 * t * n * vd * hs
+            + 2 * n * t * qn * kl
+            + 2 * n * t * kl * vd;
+        let idx_ops = 2 * t * inh * ihd * s;
+        let attn_ops = 2 * t * n * (ad + kl) * eff;
+        let weights = hs * proj_out + ql * n * qk + ql * inh * ihd + hs * inh + n * vd * hs;
+        let bytes =
+            num_sum(py_mul(Num::Int(weights), gemm_mem), &[b * s * idx_bytes, b * eff * ad * i128::from(kv_mem)]);
+        let math = div(Num::Int(gemm_ops), self.tc_flops(gemm_compute))
+            + div(Num::Int(idx_ops), self.tc_flops(2))
+            + div(Num::Int(attn_ops), self.tc_flops(1));
+        py_max(math * 1000.0, div(bytes, self.mem_bw) * 1000.0)
     }
 
     /// Custom all-reduce of `size` elements over `tp` GPUs (5.6).

@@ -80,6 +80,19 @@ pub const MLA_GENERATION_MODULE_FILE: TableFile = TableFile {
     family: "mla",
     label: "generation MLA module",
 };
+/// DeepSeek-V3.2 / GLM-5's DSA layers, under `sparse_attention/`.
+pub const DSA_CONTEXT_MODULE_FILE: TableFile = TableFile {
+    table: "dsa_context_module",
+    file: "dsa_context_module_perf",
+    family: "sparse_attention",
+    label: "context DSA module",
+};
+pub const DSA_GENERATION_MODULE_FILE: TableFile = TableFile {
+    table: "dsa_generation_module",
+    file: "dsa_generation_module_perf",
+    family: "sparse_attention",
+    label: "generation DSA module",
+};
 /// Gated-delta-net kernels (Qwen3.5), under `linear_attention/`.
 pub const GDN_FILE: TableFile = TableFile { table: "gdn", file: "gdn_perf", family: "linear_attention", label: "GDN" };
 /// Mamba-2 kernels (Nemotron-H), under `linear_attention/` (trtllm only).

@@ -43,14 +43,17 @@ fn every_wave_one_family_golden_row() {
 /// The second-wave families priced so far (docs/spec/families_qwen35_gemma4.md,
 /// families_nemotron.md): every wave-2 row of Qwen3.5 (dense and MoE,
 /// gated-delta-net layers), Gemma 4 (sliding-window / global layers) and
-/// Nemotron-H (Mamba-2 hybrid) and Nemotron-NAS (Super-49B: 158 ops a
-/// phase under 13 names, summed per name), compared as above.
-const WAVE_TWO_PRICED: [&str; 5] = [
+/// Nemotron-H (Mamba-2 hybrid), Nemotron-NAS (Super-49B: 158 ops a phase
+/// under 13 names, summed per name) and DeepSeek-V3.2 / GLM-5.2 (DSA
+/// module layers, families_dsa.md), compared as above.
+const WAVE_TWO_PRICED: [&str; 7] = [
     "Qwen/Qwen3.5-27B",
     "Qwen/Qwen3.5-35B-A3B",
     "google/gemma-4-26B-A4B",
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
     "nvidia/Llama-3_3-Nemotron-Super-49B-v1",
+    "deepseek-ai/DeepSeek-V3.2",
+    "nvidia/GLM-5.2-NVFP4",
 ];
 
 #[test]

@@ -6,6 +6,7 @@
 
 mod allreduce;
 mod context_attention;
+mod dsa;
 mod gdn;
 mod generation_attention;
 mod mamba2;
@@ -28,6 +29,7 @@ use crate::system::{SystemSpec, system_spec};
 
 pub use allreduce::AllReduceTable;
 pub use context_attention::{ContextAttentionTable, CtxAttnQuery};
+pub use dsa::{ContextDsaTable, DsaArch, DsaQuant, GenerationDsaTable};
 pub use gdn::{GdnKernel, GdnShape, GdnTable};
 pub use generation_attention::{GenAttnQuery, GenAttnResult, GenerationAttentionTable};
 pub use mamba2::{Mamba2Kernel, Mamba2Shape, Mamba2Table};

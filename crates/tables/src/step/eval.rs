@@ -9,10 +9,10 @@ use crate::error::{ErrorClass, TablesError};
 use crate::gemm::{GemmPlan, GemmTable};
 use crate::grid::GridPath;
 use crate::kernels::{
-    AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextMlaModuleTable, ContextMlaTable, CtxAttnQuery,
-    CtxMlaQuery, DatabaseTable, GdnTable, GenAttnQuery, GenerationAttentionTable, GenerationMlaModuleTable,
-    GenerationMlaTable, KernelMiss, Mamba2Table, MlaBmmTable, MoeQuery, MoeShape, MoeTable, NcclTable, RooflineAnswer,
-    ScaleMatrixTable,
+    AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextDsaTable, ContextMlaModuleTable, ContextMlaTable,
+    CtxAttnQuery, CtxMlaQuery, DatabaseTable, DsaQuant, GdnTable, GenAttnQuery, GenerationAttentionTable,
+    GenerationDsaTable, GenerationMlaModuleTable, GenerationMlaTable, KernelMiss, Mamba2Table, MlaBmmTable, MoeQuery,
+    MoeShape, MoeTable, NcclTable, RooflineAnswer, ScaleMatrixTable,
 };
 use crate::modes::MoeQuant;
 use crate::op_sol::OpSol;
@@ -92,6 +92,8 @@ pub(crate) struct Tables<'a> {
     mla_generation_module: Option<Arc<GenerationMlaModuleTable>>,
     gdn: Option<Arc<GdnTable>>,
     mamba2: Option<Arc<Mamba2Table>>,
+    dsa_context: Option<Arc<ContextDsaTable>>,
+    dsa_generation: Option<Arc<GenerationDsaTable>>,
     /// The fp8_static GEMM roofline (its floor), built on first use.
     fp8_static_sol: Option<Arc<GemmSol>>,
 }
@@ -245,6 +247,8 @@ impl<'a> Tables<'a> {
             mla_generation_module: None,
             gdn: None,
             mamba2: None,
+            dsa_context: None,
+            dsa_generation: None,
             fp8_static_sol: None,
         })
     }
@@ -336,6 +340,14 @@ impl<'a> Tables<'a> {
 
     fn mamba2(&mut self) -> Result<Arc<Mamba2Table>, TablesError> {
         self.kernel_table(|t| &mut t.mamba2)
+    }
+
+    pub fn dsa_context(&mut self) -> Result<Arc<ContextDsaTable>, TablesError> {
+        self.kernel_table(|t| &mut t.dsa_context)
+    }
+
+    fn dsa_generation(&mut self) -> Result<Arc<GenerationDsaTable>, TablesError> {
+        self.kernel_table(|t| &mut t.dsa_generation)
     }
 
     /// The database's table of kind `T` in the slot `slot` picks, loaded on first use.
@@ -577,6 +589,35 @@ impl<'a> Tables<'a> {
                 let lookup = Lookup::Mamba2 { kernel, batch: at.batch, seq_len, shape };
                 let table = self.mamba2().map_err(|e| load_failure(e, at.name, lookup))?;
                 roofline_value(table.query(kernel, at.batch, at.s, &shape), lookup)
+            }
+            OpSpec::Dsa { context, heads, quant, full_layers } => {
+                // The full layers' lookup, and with skip-indexer layers theirs,
+                // mixed by the fraction of full layers (families_dsa.md 6.3-6.5).
+                let skip = DsaQuant { skip_indexer: true, ..quant };
+                let (lookup, skip_lookup) = if context {
+                    let l = |quant| Lookup::ContextDsa { b: at.batch, s: at.s, prefix: at.prefix, heads, quant };
+                    (l(quant), l(skip))
+                } else {
+                    let l = |quant| Lookup::GenerationDsa { b: at.batch, s: at.s, heads, quant };
+                    (l(quant), l(skip))
+                };
+                let value = |tables: &mut Self, lookup: Lookup, q: DsaQuant| -> Result<(f64, GridPath), StepError> {
+                    if context {
+                        let table = tables.dsa_context().map_err(|e| load_failure(e, at.name, lookup))?;
+                        table.query(at.batch, at.s, at.prefix, heads, q).map_err(|m| kernel_miss(m, at.name, lookup))
+                    } else {
+                        let table = tables.dsa_generation().map_err(|e| load_failure(e, at.name, lookup))?;
+                        table.query(at.batch, at.s, heads, q).map_err(|m| kernel_miss(m, at.name, lookup))
+                    }
+                };
+                let (full, path) = value(self, lookup, quant)?;
+                let per_app = if full_layers >= 1.0 {
+                    full
+                } else {
+                    let (skipped, _) = value(self, skip_lookup, skip)?;
+                    full_layers * full + (1.0 - full_layers) * skipped
+                };
+                silicon((per_app, path), lookup)
             }
             OpSpec::Fallback { .. } | OpSpec::Overlap { .. } => {
                 return Err(StepError::Data(TablesError::Internal(format!(

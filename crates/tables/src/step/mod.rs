@@ -7,6 +7,7 @@
 //! the op and the lookup, never a smaller total.
 
 mod deepseek;
+mod dsv32;
 mod eval;
 mod gemma4;
 mod gemms;
@@ -307,6 +308,7 @@ impl<'a> StepModel<'a> {
             layers: d.layers,
             kv_elements_per_token,
             windowed_kv,
+            kv_bytes_per_token: d.dsa.map(|dsa| dsa.kv_bytes_per_token(d.layers, prep.quants.kv)),
             kv_bytes_per_element: prep.quants.kv.memory(),
             experts: d.experts,
             topk: d.topk,
@@ -361,7 +363,11 @@ impl<'a> StepModel<'a> {
             Phase::Context => self.context_fmha_modes(),
             Phase::Generation => Vec::new(),
         };
-        let quants = quants::resolve(self.inferred, phase, self.tables.backend(), &modes);
+        let mut quants = quants::resolve(self.inferred, phase, self.tables.backend(), &modes);
+        if self.desc.family == Family::Dsa {
+            // Every guard ends at bfloat16 for the DSA models (families_dsa.md 2.1).
+            quants.fmha = FmhaQuant::Bfloat16;
+        }
         self.desc.check_moe_blocks(&par, quants.moe)?;
         let prep = Prepared::new(quants, op_list(&self.desc, &par, &quants, phase));
         if prep.names.len() > MAX_NAMES {
@@ -438,6 +444,8 @@ fn quant_label(op: &Op) -> String {
         OpSpec::MlaBmm { quant, .. } => quant.name().into(),
         // GDN kernels ignore every quant mode.
         OpSpec::Gdn { .. } | OpSpec::Mamba2 { .. } => String::new(),
+        // As the spec reports the DSA modules: no quant label.
+        OpSpec::Dsa { .. } => String::new(),
         // As the spec reports them: a composite has no quant of its own.
         OpSpec::Fallback { .. } | OpSpec::Overlap { .. } => String::new(),
     }
@@ -497,6 +505,10 @@ pub struct MemoryInputs {
     /// The part of them whose layers keep at most a window of tokens
     /// (Gemma 4's sliding-window layers); `None` for every other family.
     pub windowed_kv: Option<WindowedKv>,
+    /// KV-cache bytes one token keeps over all layers where the family
+    /// sizes them itself (DEEPSEEKV32: latent, rope and indexer key,
+    /// families_dsa.md 8); `None` for the element-based families.
+    pub kv_bytes_per_token: Option<i64>,
     /// Bytes per KV-cache element of the phase's kv quant.
     pub kv_bytes_per_element: i64,
     pub experts: i64,
@@ -519,6 +531,9 @@ impl MemoryInputs {
     /// model's `tokens * bytes * elements` otherwise.
     pub fn kv_bytes_per_sequence(&self, tokens: f64) -> f64 {
         let tokens = tokens.max(0.0);
+        if let Some(per_token) = self.kv_bytes_per_token {
+            return tokens * per_token as f64;
+        }
         let bytes = self.kv_bytes_per_element as f64;
         match self.windowed_kv {
             None => tokens * bytes * self.kv_elements_per_token as f64,

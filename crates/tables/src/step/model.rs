@@ -8,6 +8,7 @@ use crate::discovery::DataTree;
 use crate::error::TablesError;
 use crate::model::{ModelConfig, read_model_config};
 use crate::step::StepShape;
+use crate::step::dsv32::Dsa;
 use crate::step::gemma4::Gemma4;
 use crate::step::hybrid::Hybrid;
 use crate::step::nemotron_h::NemotronH;
@@ -39,10 +40,13 @@ pub(crate) enum Family {
     /// Nemotron-NAS: per-layer heterogeneous blocks merged into runs
     /// (docs/spec/families_nemotron.md 2).
     NemotronNas,
+    /// DeepSeek-V3.2 and GLM-5: DSA module layers, a shared expert and
+    /// routed experts (docs/spec/families_dsa.md).
+    Dsa,
 }
 
 /// The spec's families this crate does not build yet: refused by name.
-const LATER_FAMILIES: [&str; 3] = ["DEEPSEEKV32", "DEEPSEEKV4", "MINIMAXM3"];
+const LATER_FAMILIES: [&str; 2] = ["DEEPSEEKV4", "MINIMAXM3"];
 
 /// The dimensions the op lists use, with the spec's fallbacks applied.
 #[derive(Debug, Clone)]
@@ -71,6 +75,8 @@ pub(crate) struct ModelDesc {
     pub nemotron_h: Option<NemotronH>,
     /// NEMOTRONNAS's block groups.
     pub nemotron_nas: Option<NemotronNas>,
+    /// DEEPSEEKV32's DSA description.
+    pub dsa: Option<Dsa>,
     /// QWEN35's layer counts and GDN shape.
     pub qwen35: Option<Qwen35>,
     /// GEMMA4MIX's layer counts and per-type attention.
@@ -108,6 +114,8 @@ pub(crate) struct Parallel {
     pub moe_ep: i64,
     /// The backend is vllm (DEEPSEEK / KIMIK25 build other ops there).
     pub vllm: bool,
+    /// The backend is sglang (GLM-5.2 amortises its skip-indexer layers there).
+    pub sglang: bool,
 }
 
 /// The model config of `model` (`Org/Name`), parsed once per process.
@@ -131,6 +139,7 @@ impl ModelDesc {
             Some("GEMMA4MIX") => Family::Gemma4,
             Some("NEMOTRONH") => Family::NemotronH,
             Some("NEMOTRONNAS") => Family::NemotronNas,
+            Some("DEEPSEEKV32") => Family::Dsa,
             Some(later) if LATER_FAMILIES.contains(&later) => {
                 return Err(StepError::input(format!(
                     "unsupported architecture {architecture}: the spec's {later} family is not implemented yet"
@@ -171,7 +180,10 @@ impl ModelDesc {
             experts: cfg.num_experts.unwrap_or(0),
             moe_inter: cfg.moe_intermediate_size.or(cfg.intermediate_size).unwrap_or(0),
             use_qk_norm: cfg.use_qk_norm,
-            distribution: if matches!(family, Family::HybridMoe | Family::Mla | Family::Gemma4 | Family::NemotronH) {
+            distribution: if matches!(
+                family,
+                Family::HybridMoe | Family::Mla | Family::Gemma4 | Family::NemotronH | Family::Dsa
+            ) {
                 "power_law_1.01"
             } else {
                 "power_law_1.2"
@@ -180,6 +192,7 @@ impl ModelDesc {
             hybrid: None,
             nemotron_h: None,
             nemotron_nas: None,
+            dsa: None,
             qwen35: None,
             gemma4: None,
             v_head_dim: 0,
@@ -193,6 +206,9 @@ impl ModelDesc {
             desc.hybrid = Some(Hybrid::from_config(cfg, desc.layers)?);
         }
         desc.nemotron_h = nemotron_h;
+        if family == Family::Dsa {
+            desc.dsa = Some(Dsa::from_config(cfg, &desc.architecture, desc.layers)?);
+        }
         if family == Family::NemotronNas {
             desc.nemotron_nas = Some(NemotronNas::from_config(cfg, &desc.architecture, desc.hidden)?);
         }
@@ -222,7 +238,8 @@ impl ModelDesc {
         let dense = (family == Family::Qwen35 && desc.experts == 0)
             || desc.gemma4.is_some_and(|g| g.dense)
             || desc.nemotron_h.is_some_and(|nh| nh.moe == 0);
-        if !matches!(desc.family, Family::Llama | Family::NemotronNas) && !dense && (desc.topk < 1 || desc.experts < 1) {
+        if !matches!(desc.family, Family::Llama | Family::NemotronNas) && !dense && (desc.topk < 1 || desc.experts < 1)
+        {
             return Err(StepError::input(format!(
                 "{}: a MoE model needs num_experts_per_tok and a number of experts",
                 cfg.path.display()
@@ -284,13 +301,20 @@ impl ModelDesc {
                 "trtllm does not support attention tp {tp} > 1 and attention dp {dp} > 1 together"
             )));
         }
-        if cp > 1 && matches!(self.family, Family::Qwen35 | Family::Gemma4 | Family::NemotronH | Family::NemotronNas) {
+        if cp > 1
+            && matches!(
+                self.family,
+                Family::Qwen35 | Family::Gemma4 | Family::NemotronH | Family::NemotronNas | Family::Dsa
+            )
+        {
             // Qwen3.5 and the Nemotrons do not support it; Gemma 4's
             // context-parallel pipeline (families_qwen35_gemma4.md 3.7) has no golden yet.
-            let why = if self.family != Family::Gemma4 {
-                "The model class must override ``supports_cp`` and implement CP in its op pipeline."
-            } else {
-                "aicsql does not price Gemma 4's context-parallel pipeline yet."
+            let why = match self.family {
+                Family::Gemma4 => "aicsql does not price Gemma 4's context-parallel pipeline yet.",
+                Family::Dsa => {
+                    "aicsql does not price the context-parallel DSA module yet (its indexer sub-kernel tables, families_dsa.md 7)."
+                }
+                _ => "The model class must override ``supports_cp`` and implement CP in its op pipeline.",
             };
             return Err(StepError::input(format!(
                 "Context parallelism (cp_size={cp}) is not supported for model_family='{}' on backend='{backend}'. {why}",
@@ -379,6 +403,7 @@ impl ModelDesc {
             moe_tp,
             moe_ep,
             vllm: backend == "vllm",
+            sglang: backend == "sglang",
         })
     }
 }

@@ -105,18 +105,15 @@ fn block_key(block: &Value) -> Result<BlockKey, String> {
     };
     let heads_per_kv = match attention.and_then(|a| a.get("n_heads_in_group")) {
         None | Some(Value::Null) => None,
-        Some(v) => Some(v.as_i64().ok_or_else(|| format!("`attention.n_heads_in_group` must be an integer, found {v}"))?),
+        Some(v) => {
+            Some(v.as_i64().ok_or_else(|| format!("`attention.n_heads_in_group` must be an integer, found {v}"))?)
+        }
     };
     let ffn_mult = match ffn.and_then(|f| f.get("ffn_mult")) {
         None => DEFAULT_FFN_MULT,
         Some(v) => v.as_f64().ok_or_else(|| format!("`ffn.ffn_mult` must be a number, found {v}"))?,
     };
-    Ok(BlockKey {
-        heads_per_kv,
-        attention_off: flag(attention, "attention")?,
-        ffn_mult,
-        ffn_off: flag(ffn, "ffn")?,
-    })
+    Ok(BlockKey { heads_per_kv, attention_off: flag(attention, "attention")?, ffn_mult, ffn_off: flag(ffn, "ffn")? })
 }
 
 /// The FFN width of a block: `int(2 * mult * h / 3)` in floats, truncated,
@@ -136,7 +133,8 @@ pub(crate) fn op_list(model: &ModelDesc, nas: &NemotronNas, par: &Parallel, quan
     let (h, tp, d) = (model.hidden, par.tp, model.head_dim);
     let context = phase == Phase::Context;
     let op = |base, kind, count: f64, spec| Op { base, kind, count, spec };
-    let gemm = |n: i64, k: i64| OpSpec::Gemm { n, k, quant: quants.gemm, m_is_batch: false, low_precision_input: false };
+    let gemm =
+        |n: i64, k: i64| OpSpec::Gemm { n, k, quant: quants.gemm, m_is_batch: false, low_precision_input: false };
     let norm = OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h };
     let all_reduce = OpSpec::AllReduce { tp, hidden: h };
     let attention_width = (model.heads * d) / tp;

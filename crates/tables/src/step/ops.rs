@@ -1,7 +1,7 @@
 //! The op lists of the LLAMA and MOE families (docs/spec 6, 10.2): which ops a
 //! step runs, in which order, how often, with which shapes.
 
-use crate::kernels::{GdnKernel, GdnShape, Mamba2Kernel, Mamba2Shape, MoeShape};
+use crate::kernels::{DsaQuant, GdnKernel, GdnShape, Mamba2Kernel, Mamba2Shape, MoeShape};
 use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
 use crate::quant::GemmQuant;
 use crate::step::model::{Family, ModelDesc, Parallel};
@@ -138,6 +138,15 @@ pub(crate) enum OpSpec {
         kernel: Mamba2Kernel,
         shape: Mamba2Shape,
     },
+    /// A whole DSA layer from its module table at `heads = H // tp`: the
+    /// full layers' value, or with a fraction `full_layers < 1` of the
+    /// layers running the indexer, `w * full + (1 - w) * skip`.
+    Dsa {
+        context: bool,
+        heads: i64,
+        quant: DsaQuant,
+        full_layers: f64,
+    },
     /// `max(a, b)` of the sums of `subs[a.0..a.1]` and `subs[b.0..b.1]`.
     Overlap {
         a: (usize, usize),
@@ -175,7 +184,8 @@ impl Op {
             | OpSpec::GenerationAttention { .. }
             | OpSpec::MlaModule { .. }
             | OpSpec::ContextMla { .. }
-            | OpSpec::GenerationMla { .. } => true,
+            | OpSpec::GenerationMla { .. }
+            | OpSpec::Dsa { .. } => true,
             // A decode GDN kernel is keyed by batch alone.
             OpSpec::Gdn { kernel, .. } => kernel.is_context(),
             OpSpec::Mamba2 { kernel, .. } => kernel.is_context(),
@@ -299,6 +309,9 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
     if let Some(nh) = &model.nemotron_h {
         return OpList::plain(crate::step::nemotron_h::op_list(model, nh, par, quants, phase));
     }
+    if let Some(dsa) = &model.dsa {
+        return crate::step::dsv32::op_list(model, dsa, par, quants, phase);
+    }
     if let Some(nas) = &model.nemotron_nas {
         return OpList::plain(crate::step::nemotron_nas::op_list(model, nas, par, quants, phase));
     }
@@ -399,7 +412,8 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
         | Family::Qwen35
         | Family::Gemma4
         | Family::NemotronH
-        | Family::NemotronNas => {
+        | Family::NemotronNas
+        | Family::Dsa => {
             let (moe_tp, moe_ep, quant) = (par.moe_tp, par.moe_ep, quants.moe);
             // The generation step is not context-parallel: its exchange is
             // the attention-tp one over the cp ranks.
@@ -472,6 +486,7 @@ mod tests {
             hybrid: None,
             nemotron_h: None,
             nemotron_nas: None,
+            dsa: None,
             qwen35: None,
             gemma4: None,
             v_head_dim: 0,

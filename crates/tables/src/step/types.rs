@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::error::{ErrorClass, TablesError};
-use crate::kernels::{GdnKernel, GdnShape, Mamba2Kernel, Mamba2Shape, MoeShape};
+use crate::kernels::{DsaQuant, GdnKernel, GdnShape, Mamba2Kernel, Mamba2Shape, MoeShape};
 use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
 use crate::quant::GemmQuant;
 
@@ -91,6 +91,10 @@ pub enum OpKind {
     GdnKernel,
     /// A Mamba-2 kernel of a state-space layer (Nemotron-H).
     Mamba2Kernel,
+    /// A whole prefill DSA layer from its module table (DeepSeek-V3.2, GLM-5).
+    ContextDsaModule,
+    /// A whole decode DSA layer from its module table.
+    GenerationDsaModule,
 }
 
 impl OpKind {
@@ -115,6 +119,8 @@ impl OpKind {
             OpKind::OverlapOp => "OverlapOp",
             OpKind::GdnKernel => "GDNKernel",
             OpKind::Mamba2Kernel => "Mamba2Kernel",
+            OpKind::ContextDsaModule => "ContextDSAModule",
+            OpKind::GenerationDsaModule => "GenerationDSAModule",
         }
     }
 }
@@ -229,6 +235,22 @@ pub enum Lookup {
         seq_len: Option<i64>,
         shape: Mamba2Shape,
     },
+    /// `query_context_dsa_module(b=, s=, prefix=, num_heads=, ...)` (the full
+    /// layers' lookup; a skip-indexer layer's has `skip_indexer` set).
+    ContextDsa {
+        b: i64,
+        s: i64,
+        prefix: i64,
+        heads: i64,
+        quant: DsaQuant,
+    },
+    /// `query_generation_dsa_module(b=, s=, num_heads=, ...)`.
+    GenerationDsa {
+        b: i64,
+        s: i64,
+        heads: i64,
+        quant: DsaQuant,
+    },
 }
 
 impl Lookup {
@@ -251,6 +273,8 @@ impl Lookup {
             // The spec's report names the method here, not the file.
             Lookup::Gdn { .. } => "query_gdn",
             Lookup::Mamba2 { .. } => "query_mamba2",
+            Lookup::ContextDsa { .. } => "query_context_dsa_module",
+            Lookup::GenerationDsa { .. } => "query_generation_dsa_module",
         }
     }
 
@@ -272,6 +296,8 @@ impl Lookup {
             Lookup::MlaBmm { .. } => "query_mla_bmm",
             Lookup::Gdn { .. } => "query_gdn",
             Lookup::Mamba2 { .. } => "query_mamba2",
+            Lookup::ContextDsa { .. } => "query_context_dsa_module",
+            Lookup::GenerationDsa { .. } => "query_generation_dsa_module",
         }
     }
 
@@ -315,6 +341,21 @@ impl Lookup {
                     kernel.name()
                 )
             }
+            Lookup::ContextDsa { b, s, prefix, heads, quant: q } => format!(
+                r#"{{"args": [], "kwargs": {{"b": {b}, "s": {s}, "prefix": {prefix}, "num_heads": {heads}, "kvcache_quant_mode": "{}", "fmha_quant_mode": "{}", "gemm_quant_mode": "{}", "architecture": "{}", "skip_indexer": {}}}}}"#,
+                q.kv,
+                q.fmha,
+                q.gemm,
+                q.arch.name(),
+                if q.skip_indexer { "true" } else { "false" }
+            ),
+            Lookup::GenerationDsa { b, s, heads, quant: q } => format!(
+                r#"{{"args": [], "kwargs": {{"b": {b}, "s": {s}, "num_heads": {heads}, "kv_cache_dtype": "{}", "gemm_quant_mode": "{}", "architecture": "{}", "skip_indexer": {}}}}}"#,
+                q.kv,
+                q.gemm,
+                q.arch.name(),
+                if q.skip_indexer { "true" } else { "false" }
+            ),
             Lookup::Mamba2 { kernel, batch, seq_len, shape } => {
                 let seq = seq_len.map_or_else(|| "null".to_string(), |s| s.to_string());
                 let Mamba2Shape { d_model, d_state, d_conv, heads, head_dim, groups, chunk } = shape;

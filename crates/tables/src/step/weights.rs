@@ -9,9 +9,9 @@
 //! float `//`.
 
 use crate::pymath::py_floordiv;
+use crate::step::WindowedKv;
 use crate::step::model::{Family, ModelDesc};
 use crate::step::ops::{Op, OpSpec};
-use crate::step::WindowedKv;
 use crate::system::Num;
 
 /// One op's `get_weights()`: bytes on one GPU, times its count.
@@ -57,7 +57,8 @@ pub(crate) fn op_weights(op: &Op, subs: &[Op]) -> f64 {
         | OpSpec::GenerationMla { .. }
         | OpSpec::MlaBmm { .. }
         | OpSpec::Gdn { .. }
-        | OpSpec::Mamba2 { .. } => 0.0,
+        | OpSpec::Mamba2 { .. }
+        | OpSpec::Dsa { .. } => 0.0,
     }
 }
 
