@@ -333,3 +333,44 @@ fn the_shell_mounts_a_bucket_and_keeps_external_tables_on_s3() {
     let counts: Vec<&str> = out.lines().filter(|l| l.chars().all(|c| c.is_ascii_digit())).collect();
     assert_eq!(counts, ["101004", "10", "10"], "{out}");
 }
+
+/// The coverage query (queries/coverage/support_matrix.sql) as users run
+/// it: its total row prices at least 1,800 of the 1,964 `PASS` agg entries
+/// (issue bar of the second-wave families), every group adds up, and the
+/// families still refused are the ones the spec has no tables for.
+#[test]
+fn the_coverage_query_prices_the_support_matrix() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("queries/coverage/support_matrix.sql");
+    let (ok, out, err) = run(aicsql().args(["-q", "--format", "csv", "-f"]).arg(&file));
+    assert!(ok, "{err}");
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next(),
+        Some("architecture,entries,priced,priced_at_tp1,misses,refused,smallest_tp,first_reason"),
+        "{out}"
+    );
+    let mut total = None;
+    let mut refused = Vec::new();
+    for line in lines {
+        let fields: Vec<&str> = line.splitn(8, ',').collect();
+        let n = |i: usize| fields[i].parse::<u64>().unwrap_or_else(|e| panic!("{line}: {e}"));
+        let (entries, priced, at_tp1, misses, refusals) = (n(1), n(2), n(3), n(4), n(5));
+        assert_eq!(entries, priced + misses + refusals, "{line}");
+        assert!(at_tp1 <= priced, "{line}");
+        if fields[0] == "all architectures" {
+            total = Some((entries, priced));
+        } else if refusals > 0 {
+            refused.push(fields[0].to_string());
+        }
+    }
+    let (entries, priced) = total.unwrap_or_else(|| panic!("no total row: {out}"));
+    assert_eq!(entries, 1964, "{out}");
+    assert!(priced >= 1800, "{priced} of {entries} priced:\n{out}");
+    for architecture in &refused {
+        assert!(
+            ["MiniMaxM3ForCausalLM", "MiniMaxM3SparseForConditionalGeneration", "KimiK3ForConditionalGeneration", "DeepseekV4ForCausalLM"]
+                .contains(&architecture.as_str()),
+            "{architecture} is refused:\n{out}"
+        );
+    }
+}

@@ -9,7 +9,7 @@
 -- that only prices from tp 2 on (Gemma 4: its 262,144-wide logits GEMM at
 -- tp 1 is beyond every measured site) is priced for the entry.
 --
--- `priced_at_tp1` keeps the single tp-1 probe of earlier releases; the
+-- The first row totals every architecture. `priced_at_tp1` keeps the single tp-1 probe of earlier releases; the
 -- first reason of each group that does not price is its tp-1 status (the
 -- lookup that missed, or the refusal).
 --
@@ -41,7 +41,7 @@ probed AS (
     FROM tp1
 )
 SELECT
-    architecture,
+    coalesce(architecture, 'all architectures') AS architecture,
     count(*) AS entries,
     count(priced_tp) AS priced,
     count(*) FILTER (WHERE status = 'priced') AS priced_at_tp1,
@@ -53,5 +53,5 @@ SELECT
         ORDER BY priced_tp IS NOT NULL, model, db
     ) AS first_reason
 FROM probed
-GROUP BY architecture
+GROUP BY ROLLUP (architecture)
 ORDER BY entries DESC, architecture;
