@@ -148,8 +148,8 @@ def test_what_is_refused():
     with pytest.raises(ValueError, match="LLAMA family"):
         estimate_agg("meta-llama/Meta-Llama-3.1-8B", db, "tp1pp1dp2etpNoneepNone", 4, 1024, 128)
     # priced: every MoE family (test_spec_family_dp.py); a dense VL model is not
-    with pytest.raises(ValueError, match="QWEN3VL family .*DEEPSEEK, GEMMA4MIX, HYBRIDMOE, KIMIK25, MOE, NEMOTRONH, "
-                                         "QWEN35, QWEN3VL_MOE families only"):  # fmt: skip
+    with pytest.raises(ValueError, match="QWEN3VL family .*DEEPSEEK, DEEPSEEKV32, DEEPSEEKV4, GEMMA4MIX, HYBRIDMOE, "
+                                         "KIMIK25, MOE, NEMOTRONH, QWEN35, QWEN3VL_MOE families only"):  # fmt: skip
         estimate_agg("Qwen/Qwen3-VL-8B-Instruct", db, "tp1pp1dp2etpNoneepNone", 4, 1024, 128)
     # QWEN3VL_MOE is priced as MOE is (its text path)
     assert estimate_agg("Qwen/Qwen3-VL-30B-A3B-Instruct", db, "tp1pp1dp2etp1ep2", 4, 1024, 128)["ttft_ms"] > 0

@@ -45,7 +45,7 @@ from aicsql.spec.kernels import kernels_for
 from aicsql.spec.kernels.gdn import CHUNK_RULE, CONV1D_FN, CONV1D_UPDATE, DECODE_RULE, GDNShape
 from aicsql.spec.kernels import MOE_QUANTS, mamba2
 from aicsql.spec.kernels.mamba2 import Mamba2Shape
-from aicsql.spec.serving.api import estimate_agg
+from aicsql.spec.serving.api import estimate_agg, estimate_memory
 from aicsql.spec.step import step_context
 from aicsql.spec.step.api import engine_step_table
 from aicsql.spec.step.families import build_ops, nemotron_nas
@@ -81,9 +81,14 @@ WAVE_2_FAMILY_OF = {
     "google/gemma-4-26B-A4B": "GEMMA4MIX",
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": "NEMOTRONH",
     "nvidia/Llama-3_3-Nemotron-Super-49B-v1": "NEMOTRONNAS",
+    "deepseek-ai/DeepSeek-V3.2": "DEEPSEEKV32",
+    "nvidia/GLM-5.2-NVFP4": "DEEPSEEKV32",
+    "deepseek-ai/DeepSeek-V4-Flash": "DEEPSEEKV4",
 }
 QWEN35_GEMMA4 = {m: f for m, f in WAVE_2_FAMILY_OF.items() if f in ("QWEN35", "GEMMA4MIX")}
 NEMOTRON = {m: f for m, f in WAVE_2_FAMILY_OF.items() if f.startswith("NEMOTRON")}
+DSA = {m: f for m, f in WAVE_2_FAMILY_OF.items() if f == "DEEPSEEKV32"}
+DSV4 = {m: f for m, f in WAVE_2_FAMILY_OF.items() if f == "DEEPSEEKV4"}
 # Ops whose lookup answers with a SOL instead of missing: the goldens' source column is compared.
 SOURCED_KINDS = ("GDNKernel", "Mamba2Kernel")
 
@@ -235,6 +240,39 @@ def test_every_nemotron_golden_row(golden_groups):
 
 @needs_data
 @needs_goldens
+def test_every_dsa_golden_row(golden_groups):
+    """families_dsa 9.1: DeepSeek-V3.2 (h200_sxm/sglang/0.5.14) and
+    GLM-5.2-NVFP4 (b200_sxm/trtllm/1.3.0rc20), tp 8 / etp 1 / ep 8, B 1 x isl
+    1024 and B 8 x isl 4096: 164 op rows (13 context and 7 generation ops;
+    the DSA modules exact hits and seq interpolations), 16 decode-step totals,
+    8 phase totals, the quant columns (fmha bfloat16 in both phases) -- all
+    bit for bit."""
+    per_family = _check_golden_rows(golden_groups, DSA, 2)
+    assert per_family["DEEPSEEKV32"]["config-phases"] == 8
+    assert per_family["DEEPSEEKV32"]["op rows"] == 4 * (13 + 4 * 7) == 164
+    assert per_family["DEEPSEEKV32"]["gen_step_total rows"] == 16
+    assert per_family["DEEPSEEKV32"]["step_total rows"] == 8
+
+
+@needs_data
+@needs_goldens
+def test_every_dsv4_golden_row(golden_groups):
+    """families_dsv4 8: DeepSeek-V4-Flash on b200_sxm/sglang/0.5.14, tp 8 / etp 1
+    / ep 8, B 1 x isl 1024 and B 8 x isl 4096: 112 op rows (16 context and 10
+    generation ops: mHC and attention modules from the last-wins tables, CSA
+    values less the top-k calibration delta, the decode MoE overlap), 8
+    decode-step totals, 4 phase totals, the quant columns (moe
+    w4a8_mxfp4_mxfp8_trtllm, kv fp8, fmha bfloat16) -- all bit for bit. More
+    DeepSeek-V4 checks: test_spec_family_dsv4.py."""
+    per_family = _check_golden_rows(golden_groups, DSV4, 2)
+    assert per_family["DEEPSEEKV4"]["config-phases"] == 4
+    assert per_family["DEEPSEEKV4"]["op rows"] == 2 * (16 + 4 * 10) == 112
+    assert per_family["DEEPSEEKV4"]["gen_step_total rows"] == 8
+    assert per_family["DEEPSEEKV4"]["step_total rows"] == 4
+
+
+@needs_data
+@needs_goldens
 def test_gen_step_totals_are_the_golden_writer_s_op_order_sums(golden_groups):
     """A ``__gen_step_total__`` row is the plain op-order sum of its step's op
     rows (what the golden writer printed, and what the rows give bit for bit,
@@ -307,8 +345,7 @@ def test_composite_lookups_name_their_table(golden_groups):
 @needs_data
 @needs_goldens
 def test_wave_2_families_stay_refused(golden_groups):
-    families = {"deepseek-ai/DeepSeek-V3.2": "DEEPSEEKV32", "nvidia/GLM-5.2-NVFP4": "DEEPSEEKV32",
-                "deepseek-ai/DeepSeek-V4-Flash": "DEEPSEEKV4"}  # fmt: skip
+    families = {}  # every wave-2 family of the goldens is priced now
     seen = set()
     for (wave, _config_id, phase), rows in golden_groups.items():
         if wave != 2 or rows[0]["model"] in WAVE_2_FAMILY_OF:
@@ -550,7 +587,8 @@ def test_qwen35_and_gemma4_layouts():
     """families_qwen35_gemma4 1.2, 3.2, 3.7: QWEN35 refuses context
     parallelism on every backend and a dense QWEN35 attention dp; Gemma's CP
     context list ends with the SWA then the global KV all-gather; Gemma's
-    serving estimate (its KV cache is sized per layer type) is refused."""
+    serving estimate sizes its KV cache per layer type, the SWA layers capped
+    at the window (families_qwen35_gemma4 9; test_spec_serving_gemma4.py)."""
     with pytest.raises(ValueError, match=r"Context parallelism \(cp_size=2\) is not supported for "
                                          r"model_family='QWEN35' on backend='sglang'"):  # fmt: skip
         step_latency("Qwen/Qwen3.5-35B-A3B", QWEN_DB, "context", 1, 1, 1024, 128, 1, 2, cp=2)
@@ -564,8 +602,12 @@ def test_qwen35_and_gemma4_layouts():
     assert [op.name for op in ops[-4:-2]] == ["context_logits_gemm", "context_p2p"]
     _, _, ops = ctx.layout("generation", 1, 1, 2, cp=2)
     assert {(op.attn_cp, op.is_context) for op in ops if op.kind == "MoEDispatch"} == {(2, False)}
-    with pytest.raises(ValueError, match=r"KV-cache size of 'google/gemma-4-26B-A4B' \(family GEMMA4MIX"):
-        estimate_agg("google/gemma-4-26B-A4B", QWEN_DB, 2, 8, 1024, 128, None, None, 1, 2)
+    row = estimate_agg("google/gemma-4-26B-A4B", QWEN_DB, 2, 8, 1024, 128, None, None, 1, 2, on_miss="error")
+    # 8 sequences of 1152 tokens at tp 2: 25 SWA layers x 4 kv heads x 256 capped at 1024 tokens,
+    # 5 global layers x 1 kv head x 512 at all 1152, K and V, 2 bytes
+    kv = 8 * float(25 * 4 * 256 * 2 * 2 * 1024 + 5 * 1 * 512 * 2 * 2 * 1152) / 1 / (1 << 30)
+    assert row["reason"] is None and kv == 0.869140625
+    assert estimate_memory("google/gemma-4-26B-A4B", QWEN_DB, 2, 8, 1024, 128, None, None, 1, 2)["kvcache_gib"] == kv
 
 
 @needs_data

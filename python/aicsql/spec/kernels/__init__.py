@@ -7,6 +7,8 @@ resolvers, restated from the spec (docs/spec/engine_step.md sections 4, 5, 7, 8)
 * `mla` -- DeepSeek / Kimi's MLA tables (granular, BMM, module);
 * `gdn` -- Qwen3.5's gated-delta-net kernel table (never misses: SOL fallback);
 * `mamba2` -- Nemotron-H's Mamba-2 kernel table (never misses: SOL fallback);
+* `dsa` -- DEEPSEEKV32's DSA module tables (full and skip-indexer rows) and
+  the context-parallel sub-kernel tables (docs/spec/families_dsa.md);
 * `quantize` -- the compute-scale / scale-matrix tables of fp8_static GEMMs;
 * GEMM lookups are the GEMM path's (`aicsql.spec.gemm`), unchanged.
 
@@ -23,7 +25,9 @@ from ..data import Database, DataTree
 from ..gemm import GemmTable, load_table
 from .attention import ContextAttentionTable, GenerationAttentionTable
 from .comm import CustomAllReduceTable, NcclTable
+from .dsa import DSATables, SparseKernels
 from .gdn import GDNTable
+from .dsv4 import DSv4Tables
 from .grid import Grid, GridMiss, OutOfRange
 from .mamba2 import Mamba2Table
 from .miss import PerfMiss, lookup_call
@@ -41,8 +45,10 @@ __all__ = [
     "ContextMLAModuleTable",
     "ContextMLATable",
     "CustomAllReduceTable",
+    "DSATables",
     "FMHA_QUANTS",
     "GDNTable",
+    "DSv4Tables",
     "GenerationAttentionTable",
     "GenerationMLAModuleTable",
     "GenerationMLATable",
@@ -152,6 +158,26 @@ class Kernels:
     @property
     def mamba2(self) -> Mamba2Table:
         return self._table(Mamba2Table)
+
+    @property
+    def dsv4(self) -> DSv4Tables:
+        """DeepSeek-V4's mHC, attention-module, calibration and CP tables (families_dsv4 3)."""
+        return self._table(DSv4Tables)
+
+    @property
+    def dsa_context(self) -> DSATables:
+        return self._get("dsa_context",
+                         lambda: DSATables(self.tree, self.db, self.shared_layer, self.system, "context"))
+
+    @property
+    def dsa_generation(self) -> DSATables:
+        return self._get("dsa_generation",
+                         lambda: DSATables(self.tree, self.db, self.shared_layer, self.system, "generation"))
+
+    def dsa_sparse(self, architecture: str, num_heads: int) -> SparseKernels:
+        """The context-parallel sub-kernel tables for (architecture, per-GPU heads)."""
+        return self._get(f"dsa_sparse:{architecture}:{num_heads}",
+                         lambda: SparseKernels(self.tree, self.db, architecture, num_heads))
 
     @property
     def compute_scale(self) -> ComputeScaleTable:

@@ -20,9 +20,9 @@ DEEPSEEK, KIMIK25 and the MoE variants of QWEN35 and NEMOTRONH, and
 refused for the others naming the family (NEMOTRONH and NEMOTRONNAS use the
 base memory model: the KV cache of all ``L`` layers at ``ceil(Hkv / tp)``
 heads -- zero for NEMOTRONNAS, whose model-level ``Hkv`` is null --
-families_nemotron 4). GEMMA4MIX (Gemma 4) has engine steps but no serving
-estimate: its KV cache is sized per layer type, which the memory model does
-not restate (ValueError naming it).
+families_nemotron 4). GEMMA4MIX (Gemma 4) sizes its KV cache per layer
+type, the sliding-window layers capped at the window (families_qwen35_gemma4
+9; `kvcache.kv_bytes_per_sequence`).
 Pipeline parallelism (pp > 1) is priced for every family. Context
 parallelism (cp > 1: sglang's prefill CP) is priced where the spec has it --
 sglang, with tp = 1 and attention dp = 1 -- and refused elsewhere with the

@@ -46,7 +46,7 @@ tokens, the dispatches gather / scatter over all ``tp * dp`` GPUs);
 ``run_agg`` scales the output throughput and the concurrency by ``pp *
 dp``, ``run_static`` the global batch by dp, and the per-GPU values divide
 by ``tp * pp * dp * cp``; the memory model's MoE workspace (paid by
-DEEPSEEK / KIMIK25, not by MOE or HYBRIDMOE) scales by dp. dp does not
+GEMMA4MIX / DEEPSEEK / KIMIK25, not by MOE or HYBRIDMOE) scales by dp. dp does not
 shard the expert weights: they stay divided by ``moe_tp * moe_ep`` only.
 
 Pipeline parallelism (pp): the steps price every layer plus ``pp - 1`` P2P

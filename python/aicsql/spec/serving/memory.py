@@ -8,8 +8,10 @@ v0.11.0), written in the spec's order and types.
                  workspace ``num_tokens * width * dp * E * topk / moe_ep / 128 * 4`` for
                  the families that pay it, floored at the backend's minimum, times
                  ``1.0 + overhead`` on sglang
-``kvcache``      ``batch * max(0, seq_tokens) * kv_bytes * elements_per_token / 1``, with
-                 ``seq_tokens = max_seq_len`` or ``isl + beam * osl``
+``kvcache``      ``batch * bytes_per_sequence(seq_tokens) / 1``, with ``seq_tokens =
+                 max_seq_len`` or ``isl + beam * osl`` (`kvcache.kv_bytes_per_sequence`:
+                 ``max(0, seq_tokens) * kv_bytes * elements_per_token`` in general,
+                 per layer type with the SWA window cap for GEMMA4MIX)
 ``nccl``         ``misc.nccl_mem[min(tp, 8)]`` of the system yaml
 ``others``       ``misc.other_mem`` (times ``1.0 + 0.20`` on sglang)
 ``total``        ``(weights + activations + kvcache + nccl + others) / 2**30``; every part
@@ -25,6 +27,7 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from .backends import MOE_WORKSPACE_FAMILIES, Backend
+from .kvcache import kv_bytes_per_sequence
 
 __all__ = ["ONE_GIB", "memory_usage", "is_oom", "kv_cache_oom", "capacity_bytes"]
 
@@ -83,7 +86,7 @@ def memory_usage(
     if backend.activation_overhead_frac > 0:
         activations *= 1.0 + backend.activation_overhead_frac
     seq_tokens = max_seq_len if max_seq_len is not None else isl + beam_width * osl
-    per_sequence = max(0, seq_tokens) * kv_bytes * kv_elements_per_token
+    per_sequence = kv_bytes_per_sequence(model, tp, kv_bytes, seq_tokens, kv_elements_per_token)
     kvcache = batch_size * per_sequence / 1  # CP keeps the full KV per rank: divisor 1
     nccl_table = _misc(system, "nccl_mem")
     if tp_clamped not in nccl_table:

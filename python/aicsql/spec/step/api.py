@@ -283,7 +283,21 @@ _METHODS = {
     "scale_matrix_perf": "query_scale_matrix",
     "query_gdn": "query_gdn",  # the GDN rows name the method, as the goldens do
     "query_mamba2": "query_mamba2",  # so do the Mamba-2 rows
+    # DeepSeek-V4 (families_dsv4 4): the rows name the spec's methods, as the goldens do
+    "query_mhc_module": "query_mhc_module",
+    "query_context_deepseek_v4_attention_module": "query_context_deepseek_v4_attention_module",
+    "query_generation_deepseek_v4_attention_module": "query_generation_deepseek_v4_attention_module",
+    # DeepSeek-V3.2 / GLM-5 (families_dsa 6.3, 6.4): the rows name the methods too
+    "query_context_dsa_module": "query_context_dsa_module",
+    "query_generation_dsa_module": "query_generation_dsa_module",
 }
+
+
+_DSV4_ATTENTION_TABLES = frozenset({
+    "query_context_deepseek_v4_attention_module", "query_generation_deepseek_v4_attention_module",
+    "dsv4_csa_context_module_perf", "dsv4_hca_context_module_perf", "dsv4_csa_generation_module_perf",
+    "dsv4_hca_generation_module_perf",
+})  # fmt: skip
 
 
 def _lookup_fields(table: Optional[str], method: Optional[str], args: Sequence[Any], kwargs: Dict[str, Any]) -> dict:
@@ -329,6 +343,17 @@ def _lookup_fields(table: Optional[str], method: Optional[str], args: Sequence[A
     # (sequence NULL in generation); the model shape is in lookup_args.
     elif table in ("query_gdn", "query_mamba2"):
         row.update(attn_batch=kw["batch_size"], attn_seq=kw["seq_len"])
+    # The DSA modules (families_dsa 6.3, 6.4) fill the attention columns.
+    elif table == "query_context_dsa_module":
+        row.update(attn_batch=kw["b"], attn_seq=kw["s"], attn_prefix=kw["prefix"], heads=kw["num_heads"])
+    elif table == "query_generation_dsa_module":
+        row.update(attn_batch=kw["b"], attn_seq=kw["s"], heads=kw["num_heads"])
+    # The DeepSeek-V4 attention modules (families_dsv4 4.2, 4.3) fill the
+    # attention columns (the rest of the geometry is in lookup_args); the mHC
+    # lookup (4.1) has its token count in lookup_args only.
+    elif table in _DSV4_ATTENTION_TABLES and "b" in kw:
+        row.update(attn_batch=kw["b"], attn_seq=kw["s"], attn_prefix=kw.get("prefix"), heads=kw["num_heads"],
+                   head_dim=kw["head_dim"], window=kw["window_size"])  # fmt: skip
     row["lookup_args"] = f"{method or _METHODS[table]} {json.dumps({'args': a, 'kwargs': kw})}"
     return row
 

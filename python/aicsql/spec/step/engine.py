@@ -48,6 +48,8 @@ from ..sol import GEMM_QUANTS
 from .families import build_ops
 from .model import (
     DEEPSEEK,
+    DEEPSEEKV4,
+    DEEPSEEKV32,
     GEMMA4MIX,
     HYBRIDMOE,
     KIMIK25,
@@ -107,6 +109,12 @@ DP_FAMILIES = frozenset({MOE, QWEN3VL_MOE, HYBRIDMOE, DEEPSEEK, KIMIK25, QWEN35,
 # Families whose model class does not declare ``supports_cp``: cp > 1 is
 # refused on every backend (families_qwen35_gemma4 1.2, families_nemotron 1.2, 2.2).
 NO_CP_FAMILIES = frozenset({QWEN35, NEMOTRONH, NEMOTRONNAS})
+# DEEPSEEKV4: dp reaches the MoE ops only, as for DEEPSEEK (families_dsv4 1.3);
+# cp > 1 is sglang's, modelled inside the attention module (families_dsv4 5).
+DP_FAMILIES = DP_FAMILIES | {DEEPSEEKV4}
+# DEEPSEEKV32: dp reaches the MoE ops only, as for DEEPSEEK (families_dsa 3); cp > 1 is
+# sglang's, inside the DSA op and the add-norms / dispatches (families_dsa 7).
+DP_FAMILIES = DP_FAMILIES | {DEEPSEEKV32}
 
 
 def resolve_parallel(model: ModelSpec, backend: str, tp, moe_tp, moe_ep, dp=1, pp=1, cp=1) -> Parallel:
@@ -276,6 +284,8 @@ class StepContext:
     def _context_tables(self) -> list:
         """The tables of the family's context op key (families_mla 2.4)."""
         k = self.kernels
+        if self.model.family == DEEPSEEKV32:  # "dsa_context_module": the full context DSA table (families_dsa 2.1)
+            return [k.dsa_context]
         if self.model.family in (DEEPSEEK, KIMIK25) and self.db.backend != "vllm":
             return [k.context_mla, k.context_mla_module]  # "context_mla": granular and module
         return [k.context_attention]
@@ -287,7 +297,7 @@ class StepContext:
             return q
         ck = self.model.quant
         fmha = None  # None = not set explicitly, the inferred mode still applies
-        if phase == "context" and ck.fmha == "fp8":
+        if phase == "context" and ck.fmha == "fp8" and self.model.family != DEEPSEEKV4:
             # Data-driven guard: the fmha modes with rows under the run's kv dtype.
             modes = set()
             for table in self._context_tables():
@@ -299,6 +309,12 @@ class StepContext:
             if self.db.backend == "vllm" and fmha == "fp8":  # vLLM legacy guard
                 fmha = "bfloat16"
         q = PhaseQuants(gemm=ck.gemm, moe=ck.moe, kvcache=ck.kv, fmha=fmha, comm=ck.comm)
+        if self.model.family == DEEPSEEKV32:  # families_dsa 2.1: every inferred FMHA ends bfloat16
+            q = q._replace(fmha="bfloat16")
+        if self.model.family == DEEPSEEKV4:  # families_dsv4 1.2: FMHA bf16, the per-GPU MoE label
+            from .families.deepseek_v4 import phase_quants
+
+            q = phase_quants(q, self.model, self.db.backend, self.kernels.system.sm_version)
         with self._lock:
             self._quants[phase] = q
         return q

@@ -11,7 +11,8 @@ wrappers every LLM field is read from ``text_config`` (the top-level
 architecture kept); the family comes from the complete architecture map of
 families_mla 1.1. Families this port prices: LLAMA, MOE (GPT-OSS included),
 QWEN3VL, QWEN3VL_MOE, DEEPSEEK, KIMIK25, HYBRIDMOE, QWEN35, GEMMA4MIX,
-NEMOTRONH and NEMOTRONNAS.
+NEMOTRONH, NEMOTRONNAS, DEEPSEEKV4 (families_dsv4 1.1: a `DeepSeekV4Config`)
+and DEEPSEEKV32 (families_dsa 1.2: a `DSAConfig`).
 The spec's other families are refused naming the architecture and family
 (`check_family`).
 
@@ -42,6 +43,8 @@ from .checkpoint import MULTIMODAL_TEXT_CONFIG, CheckpointQuant, infer_quant, qu
 __all__ = [
     "ARCHITECTURES",
     "DEEPSEEK",
+    "DEEPSEEKV4",
+    "DEEPSEEKV32",
     "GEMMA4MIX",
     "HYBRIDMOE",
     "KIMIK25",
@@ -54,6 +57,8 @@ __all__ = [
     "QWEN3VL_MOE",
     "QWEN35",
     "CheckpointQuant",
+    "DeepSeekV4Config",
+    "DSAConfig",
     "Gemma4Config",
     "HybridConfig",
     "ModelSpec",
@@ -77,6 +82,8 @@ QWEN35 = "QWEN35"
 GEMMA4MIX = "GEMMA4MIX"
 NEMOTRONH = "NEMOTRONH"
 NEMOTRONNAS = "NEMOTRONNAS"
+DEEPSEEKV4 = "DEEPSEEKV4"
+DEEPSEEKV32 = "DEEPSEEKV32"
 
 # families_mla 1.1: the spec's complete architecture -> family map, in its order.
 ARCHITECTURES: Dict[str, str] = {
@@ -109,7 +116,7 @@ ARCHITECTURES: Dict[str, str] = {
     "Gemma4ForConditionalGeneration": GEMMA4MIX,
 }
 # Families of the spec this port does not price yet (their goldens are wave 2).
-LEFT_FOR_LATER = frozenset({"DEEPSEEKV32", "DEEPSEEKV4", "MINIMAXM3"})
+LEFT_FOR_LATER = frozenset({"MINIMAXM3"})
 QK_NORM_ARCHITECTURES = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiniMaxM2ForCausalLM"})
 _MLA_ARCHITECTURES = frozenset({"DeepSeekForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"})
 # Families that are always MoE (families_mla 1.1, the priced ones; GEMMA4MIX
@@ -120,6 +127,12 @@ MOE_FAMILIES = frozenset({MOE, DEEPSEEK, KIMIK25, HYBRIDMOE, QWEN3VL_MOE, GEMMA4
 # families_qwen35_gemma4 1.2, 3.2).
 _POWER_LAW_ALPHA = {MOE: "1.2", QWEN3VL_MOE: "1.2", HYBRIDMOE: "1.01", DEEPSEEK: "1.01", KIMIK25: "1.01",
                     QWEN35: "1.2", GEMMA4MIX: "1.01", NEMOTRONH: "1.01"}  # fmt: skip
+# DEEPSEEKV4 (families_dsv4 1.3): always MoE, "power_law_1.01".
+MOE_FAMILIES = MOE_FAMILIES | {DEEPSEEKV4}
+_POWER_LAW_ALPHA[DEEPSEEKV4] = "1.01"
+# DEEPSEEKV32 (families_dsa 3): always MoE, "power_law_1.01".
+MOE_FAMILIES = MOE_FAMILIES | {DEEPSEEKV32}
+_POWER_LAW_ALPHA[DEEPSEEKV32] = "1.01"
 
 
 class HybridConfig(NamedTuple):
@@ -161,10 +174,17 @@ class Gemma4Config(NamedTuple):
     global_head_dim: int
     sliding_window_size: int = 0
     attention_k_eq_v: bool = False
+    # max_position_embeddings (the model's context length): the KV max-token
+    # search returns it when the cache saturates (families_qwen35_gemma4 9.3)
+    context_length: int = 0
 
     def layer_counts(self) -> Tuple[int, int]:
         """(SWA layers, global layers)."""
         return self.layer_types.count("sliding_attention"), self.layer_types.count("full_attention")
+
+    def kv_heads_per_gpu(self, tp: int) -> Tuple[int, int]:
+        """(SWA, global) KV heads on one GPU: ``ceil(Hkv / tp)`` of each type."""
+        return (self.swa_num_kv_heads + tp - 1) // tp, (self.global_num_kv_heads + tp - 1) // tp
 
 
 class NemotronHConfig(NamedTuple):
@@ -203,6 +223,46 @@ class NasBlockGroup(NamedTuple):
         return self.n_heads_in_group, self.attn_no_op, self.ffn_mult, self.ffn_no_op
 
 
+class DeepSeekV4Config(NamedTuple):
+    """``DeepSeekV4Config`` (families_dsv4 1.1): the compressed-attention and
+    mHC geometry; ``compress_ratios`` the first ``L`` entries (each 0, 4 or 128);
+    ``expert_fp4`` whether the checkpoint says ``expert_dtype == "fp4"`` (1.2)."""
+
+    q_lora_rank: int
+    o_lora_rank: int
+    o_groups: int
+    head_dim: int
+    qk_rope_head_dim: int
+    index_head_dim: int
+    index_n_heads: int
+    index_topk: int
+    sliding_window: int
+    compress_ratios: Tuple[int, ...]
+    hc_mult: int
+    hc_sinkhorn_iters: int
+    expert_fp4: bool = False
+
+
+class DSAConfig(NamedTuple):
+    """DEEPSEEKV32's extras (families_dsa 1.2, 1.3, 2.2): the latent / indexer
+    widths of the KV cache, the sglang full-layer fraction ``w`` (GLM-5.2:
+    21/78; 1.0 without ``index_topk_freq``), and whether a GLM checkpoint's
+    exclusion globs keep the DSA projections / the shared experts at bfloat16
+    (plain substring tests for ``self_attn`` / ``shared_expert``)."""
+
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    index_head_dim: int
+    index_n_heads: int
+    index_topk: int
+    sglang_full_fraction: float = 1.0
+    attention_unquantized: bool = False
+    shared_experts_unquantized: bool = False
+
+
 class ModelSpec(NamedTuple):
     """The parsed fields, plus where they came from."""
 
@@ -236,6 +296,8 @@ class ModelSpec(NamedTuple):
     # NEMOTRONNAS: the block groups in layer order; None without block configs
     # (and always for NemotronForCausalLM): both op lists are then empty.
     nas_groups: Optional[Tuple[NasBlockGroup, ...]] = None
+    dsv4: Optional[DeepSeekV4Config] = None  # DEEPSEEKV4
+    dsa: Optional[DSAConfig] = None  # DEEPSEEKV32
 
     @property
     def is_moe(self) -> bool:
@@ -261,17 +323,21 @@ class ModelSpec(NamedTuple):
         """KV cache elements per token on one GPU over all layers (the spec's
         ``get_kvcache_elements_per_token``): the MLA latent ``L * (kv_lora_rank
         + qk_rope_head_dim)`` (DeepSeek-V3 defaults 512 and 64 when the config
-        has none) for DEEPSEEK / KIMIK25, else ``ceil(Hkv / tp) * d * L * 2``."""
+        has none) for DEEPSEEK / KIMIK25, GEMMA4MIX's ``2 * (swa layers *
+        ceil(swa Hkv / tp) * swa d + global layers * ceil(global Hkv / tp) *
+        global d)``, else ``ceil(Hkv / tp) * d * L * 2``."""
         if self.family in (DEEPSEEK, KIMIK25):
             return self.num_layers * ((self.kv_lora_rank or 512) + (self.qk_rope_head_dim or 64))
-        if self.family == GEMMA4MIX:
-            # The spec overrides the KV cache size per layer type with the SWA
-            # window cap (families_qwen35_gemma4 8, item 2), which this port
-            # does not restate: refuse rather than size it with the base formula.
-            raise ValueError(
-                f"unsupported: the KV-cache size of {self.name!r} (family GEMMA4MIX: per layer type, SWA "
-                "window-capped) is not implemented in aicsql.spec"
-            )
+        if self.family == DEEPSEEKV32 and self.dsa is not None:  # the spec's MLA branch; the serving KV size
+            # is families_dsa 8 (aicsql.spec.kernels.dsa.kv_bytes_per_token), not elements * kv bytes
+            return self.num_layers * ((self.dsa.kv_lora_rank or 512) + (self.dsa.qk_rope_head_dim or 64))
+        if self.family == GEMMA4MIX and self.gemma4 is not None:
+            # families_qwen35_gemma4 9.1: per layer type, no window cap (the serving
+            # memory model sizes a sequence with aicsql.spec.serving.kvcache instead)
+            g = self.gemma4
+            swa, glob = g.layer_counts()
+            swa_nkv, glob_nkv = g.kv_heads_per_gpu(tp)
+            return 2 * (swa * swa_nkv * g.swa_head_dim + glob * glob_nkv * g.global_head_dim)
         return (self.kv_heads + tp - 1) // tp * self.head_dim * self.num_layers * 2
 
     def cp_kv_elements_per_layer_token(self, tp: int, kv_bytes: int, comm_bytes: int = 2) -> float:
@@ -389,6 +455,7 @@ def _gemma4_config(cfg: dict, layers: int, path: str) -> Gemma4Config:
         swa_hd if glob_hd is None else int(glob_hd),
         int(cfg.get("sliding_window", 0) or 0),
         bool(cfg.get("attention_k_eq_v", False)),
+        int(cfg.get("max_position_embeddings") or 0),
     )
 
 
@@ -445,6 +512,79 @@ def _nas_groups(arch: str, cfg: dict) -> Optional[Tuple[NasBlockGroup, ...]]:
     return tuple(groups) or None
 
 
+_DSV4_RATIOS = (0, 4, 128)
+
+
+def _dsv4_config(cfg: dict, layers: int, path: str) -> DeepSeekV4Config:
+    """families_dsv4 1.1: required fields; ``compress_ratios`` at least ``L``
+    long (its first ``L`` entries kept), each 0, 4 or 128."""
+    if "compress_ratios" not in cfg:
+        raise ValueError(f"{path}: compress_ratios is missing")
+    ratios = tuple(cfg["compress_ratios"])
+    if len(ratios) < layers:
+        raise ValueError(
+            f"DeepSeek-V4 compress_ratios length {len(ratios)} is smaller than num_hidden_layers {layers}"
+        )
+    ratios = ratios[:layers]
+    unknown = set(ratios) - set(_DSV4_RATIOS)
+    if unknown:
+        raise ValueError(f"Unsupported DeepSeek-V4 compress_ratios: {sorted(unknown)}")
+    fields = [_int_field(cfg, key, path) for key in ("q_lora_rank", "o_lora_rank", "o_groups", "head_dim",
+                                                      "qk_rope_head_dim", "index_head_dim", "index_n_heads",
+                                                      "index_topk", "sliding_window")]  # fmt: skip
+    for key in ("compress_rope_theta", "num_hash_layers", "hc_eps", "n_shared_experts"):  # read, unused
+        if key not in cfg:
+            raise ValueError(f"{path}: {key} is missing")
+    return DeepSeekV4Config(*fields, tuple(int(r) for r in ratios), _int_field(cfg, "hc_mult", path),
+                            _int_field(cfg, "hc_sinkhorn_iters", path),
+                            str(cfg.get("expert_dtype", "") or "").lower() == "fp4")  # fmt: skip
+
+
+def _dsv4_quant(q: CheckpointQuant, cfg: dict) -> CheckpointQuant:
+    """families_dsv4 1.2 rules 1 and 2: FP4 experts -> moe ``w4a8_mxfp4_mxfp8``; kv always fp8."""
+    moe = "w4a8_mxfp4_mxfp8" if str(cfg.get("expert_dtype", "") or "").lower() == "fp4" else q.moe
+    return q._replace(moe=moe, kv="fp8")
+
+
+def _dsa_full_fraction(cfg: dict, layers: int) -> float:
+    """families_dsa 1.3: the fraction of layers that run the DSA indexer (sglang)."""
+    freq = int(cfg.get("index_topk_freq", 1) or 1)
+    pattern = cfg.get("index_topk_pattern")
+    offset = cfg.get("index_skip_topk_offset")
+    if freq <= 1 and not pattern:
+        return 1.0
+
+    def skips(lid: int) -> bool:
+        if pattern is not None:
+            return lid < len(pattern) and pattern[lid] == "S"
+        if offset is not None:
+            return max(lid - offset + 1, 0) % freq != 0
+        return max(lid - 1, 0) % freq != 0
+
+    full = sum(1 for lid in range(int(layers)) if not skips(lid))
+    return full / int(layers) if layers else 1.0
+
+
+def _dsa_config(arch: str, cfg: dict, hf_quant: Optional[dict], layers: int, path: str) -> DSAConfig:
+    """families_dsa 1.2 (the eight DSA fields are required), 1.3, 2.2."""
+    fields = [_int_field(cfg, key, path) for key in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+                                                      "qk_rope_head_dim", "v_head_dim", "index_head_dim",
+                                                      "index_n_heads", "index_topk")]  # fmt: skip
+    qc = cfg.get("quantization_config")
+    qc = qc if isinstance(qc, dict) else {}
+    hq = (hf_quant or {}).get("quantization") if isinstance(hf_quant, dict) else None
+    hq = hq if isinstance(hq, dict) else {}
+    globs = [*(qc.get("modules_to_not_convert") or []), *(qc.get("exclude_modules") or []), *(qc.get("ignore") or []),
+             *(hq.get("exclude_modules") or []), *(hq.get("ignore") or [])]  # fmt: skip
+    glm = arch == "GlmMoeDsaForCausalLM"
+    return DSAConfig(
+        *fields,
+        sglang_full_fraction=_dsa_full_fraction(cfg, layers),
+        attention_unquantized=glm and any("self_attn" in str(g) for g in globs),
+        shared_experts_unquantized=glm and any("shared_expert" in str(g) for g in globs),
+    )
+
+
 def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) -> ModelSpec:
     """The fields of a config.json document (see module doc)."""
     archs = config.get("architectures") or []
@@ -497,7 +637,8 @@ def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) ->
         moe_inter=int(cfg.get("moe_intermediate_size", 0) or cfg.get("intermediate_size", 0) or 0),
         use_qk_norm=arch in QK_NORM_ARCHITECTURES,
         distribution=f"power_law_{alpha}" if alpha else None,
-        quant=infer_quant(config, hf_quant),
+        quant=(_dsv4_quant(infer_quant(config, hf_quant), cfg) if family == DEEPSEEKV4
+               else infer_quant(config, hf_quant)),  # fmt: skip
         config_path=path,
         v_head_dim=int(cfg.get("v_head_dim", 0) or 0) if arch in _MLA_ARCHITECTURES else 0,
         hybrid=_hybrid_config(arch, cfg, int(L)) if family == HYBRIDMOE else None,
@@ -508,6 +649,8 @@ def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) ->
         gemma4=_gemma4_config(cfg, int(L), path) if family == GEMMA4MIX else None,
         nemotron_h=_nemotron_h_config(cfg, path) if family == NEMOTRONH else None,
         nas_groups=_nas_groups(arch, cfg) if family == NEMOTRONNAS else None,
+        dsv4=_dsv4_config(cfg, int(L), path) if family == DEEPSEEKV4 else None,
+        dsa=_dsa_config(arch, cfg, hf_quant, int(L), path) if family == DEEPSEEKV32 else None,
     )
 
 

@@ -11,6 +11,8 @@ observable: per-op values are summed in it, docs/spec 9.3).
 | GEMMA4MIX | `gemma4` | families_qwen35_gemma4 3.3 - 3.7 |
 | NEMOTRONH | `nemotron_h` | families_nemotron 1.3 - 1.6 |
 | NEMOTRONNAS | `nemotron_nas` | families_nemotron 2.3 - 2.6 |
+| DEEPSEEKV4 | `deepseek_v4` | families_dsv4 1.4 - 2.4 |
+| DEEPSEEKV32 | `dsv32` | families_dsa 3, 4 |
 
 A builder takes the model, the phase ('context' | 'generation'), the
 parallel layout, the phase's quant modes and the backend. MTP is off
@@ -24,6 +26,8 @@ from typing import List
 
 from ..model import (
     DEEPSEEK,
+    DEEPSEEKV4,
+    DEEPSEEKV32,
     GEMMA4MIX,
     HYBRIDMOE,
     KIMIK25,
@@ -38,6 +42,8 @@ from ..model import (
 )
 from ..ops import Op, Parallel, PhaseQuants
 from . import deepseek, gemma4, hybrid_moe, llama, moe, nemotron_h, nemotron_nas, qwen35
+from . import deepseek_v4
+from . import dsv32
 
 __all__ = ["build_ops"]
 
@@ -53,6 +59,8 @@ _BUILDERS = {
     GEMMA4MIX: gemma4.build,
     NEMOTRONH: nemotron_h.build,
     NEMOTRONNAS: nemotron_nas.build,
+    DEEPSEEKV4: deepseek_v4.build,
+    DEEPSEEKV32: dsv32.build,
 }
 
 
