@@ -1,8 +1,11 @@
 -- The engine-step parity grid: every model of a family aicsql prices
--- (LLAMA, MOE, DEEPSEEK, KIMIK25, HYBRIDMOE, QWEN3VL, QWEN3VL_MOE) in
+-- (LLAMA, MOE, DEEPSEEK, KIMIK25, HYBRIDMOE, QWEN3VL, QWEN3VL_MOE, and the
+-- second wave: QWEN35, GEMMA4MIX, NEMOTRONH, NEMOTRONNAS, DEEPSEEKV32) in
 -- aic.meta.models (the golden models among them) x every h200_sxm and
 -- gb200 database that has the tables its family's step reads x tp 1/2/4/8
 -- x batch 1/8/64 x isl 128/1024/4096/16384 x osl 2/128 x both phases.
+-- The linear-attention kernels (GDN, Mamba-2) are not required: their
+-- lookups fall back to a memory roofline instead of missing.
 -- The MLA families need only GEMM, all-reduce and MoE tables here: which
 -- MLA table a step reads depends on the backend (and may come from another
 -- backend's rows), so a database without it is a miss on both paths, which
@@ -20,7 +23,12 @@ WITH needs(family, "table") AS (
         ('HYBRIDMOE', 'gemm'), ('HYBRIDMOE', 'context_attention'), ('HYBRIDMOE', 'generation_attention'), ('HYBRIDMOE', 'custom_allreduce'), ('HYBRIDMOE', 'moe'),
         ('QWEN3VL_MOE', 'gemm'), ('QWEN3VL_MOE', 'context_attention'), ('QWEN3VL_MOE', 'generation_attention'), ('QWEN3VL_MOE', 'custom_allreduce'), ('QWEN3VL_MOE', 'moe'),
         ('DEEPSEEK', 'gemm'), ('DEEPSEEK', 'custom_allreduce'), ('DEEPSEEK', 'moe'),
-        ('KIMIK25', 'gemm'), ('KIMIK25', 'custom_allreduce'), ('KIMIK25', 'moe')
+        ('KIMIK25', 'gemm'), ('KIMIK25', 'custom_allreduce'), ('KIMIK25', 'moe'),
+        ('QWEN35', 'gemm'), ('QWEN35', 'context_attention'), ('QWEN35', 'generation_attention'), ('QWEN35', 'custom_allreduce'), ('QWEN35', 'moe'),
+        ('GEMMA4MIX', 'gemm'), ('GEMMA4MIX', 'context_attention'), ('GEMMA4MIX', 'generation_attention'), ('GEMMA4MIX', 'custom_allreduce'), ('GEMMA4MIX', 'moe'),
+        ('NEMOTRONH', 'gemm'), ('NEMOTRONH', 'context_attention'), ('NEMOTRONH', 'generation_attention'), ('NEMOTRONH', 'custom_allreduce'), ('NEMOTRONH', 'moe'),
+        ('NEMOTRONNAS', 'gemm'), ('NEMOTRONNAS', 'context_attention'), ('NEMOTRONNAS', 'generation_attention'), ('NEMOTRONNAS', 'custom_allreduce'),
+        ('DEEPSEEKV32', 'gemm'), ('DEEPSEEKV32', 'custom_allreduce'), ('DEEPSEEKV32', 'moe'), ('DEEPSEEKV32', 'dsa_context_module'), ('DEEPSEEKV32', 'dsa_generation_module')
 ),
 databases AS (
     SELECT n.family, d.db
@@ -36,7 +44,7 @@ splits AS (
     WHERE m.family IN (SELECT DISTINCT family FROM needs)
 )
 SELECT m.model, d.db, p.phase, m.tp, b.batch, i.isl, o.osl,
-       CASE WHEN m.family IN ('LLAMA', 'QWEN3VL') THEN CAST(NULL AS BIGINT) ELSE CAST(1 AS BIGINT) END AS moe_tp,
+       CASE WHEN m.family IN ('LLAMA', 'QWEN3VL', 'NEMOTRONNAS') THEN CAST(NULL AS BIGINT) ELSE CAST(1 AS BIGINT) END AS moe_tp,
        CAST(NULL AS BIGINT) AS moe_ep
 FROM splits m
 JOIN databases d ON d.family = m.family
