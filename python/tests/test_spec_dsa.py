@@ -269,6 +269,20 @@ def test_dsa_context_parallelism_against_the_spec():
 
 
 @needs_data
+def test_dsa_rust_serving_estimates_equal_the_spec():
+    """The same aggregated spec points through the Rust `estimate_agg` (SQL),
+    bit for bit: skip-indexer amortisation, bf16 overrides and the
+    indexer-aware KV cache on the Rust code."""
+    import aicsql
+
+    ctx = aicsql.context()
+    for model, db, parallel, b, isl, osl, ttft, tpot, memory in AGG:
+        sql = f"SELECT estimate_agg('{model}', '{db}', '{parallel}', {b}, {isl}, {osl}) AS r"
+        row = ctx.sql(sql).to_pylist()[0]["r"]
+        assert (row["ttft_ms"], row["tpot_ms"], row["memory_gib"]) == (ttft, tpot, memory), (model, db, row)
+
+
+@needs_data
 def test_dsa_serving_estimates_against_the_spec():
     """families_dsa 8: aggregated estimates (cli_estimate agg in process): the
     mixed step separates context_attention, the KV cache carries the FP8

@@ -976,6 +976,21 @@ def test_nemotron_serving_estimates_against_the_spec():
 
 
 @needs_data
+def test_nemotron_rust_serving_estimates_equal_the_spec():
+    """The same two spec points through the Rust `estimate_agg` (SQL)."""
+    import aicsql
+
+    ctx = aicsql.context()
+    for model, parallel, b, isl, osl, want in [
+        (NANO, "tp2pp1dp1etp1ep2", 8, 2000, 200, (92.12495964511756, 5.914310591670766, 34.106117248535156)),
+        (SUPER_49B, 4, 16, 1000, 300, (168.46503494735947, 11.19611772185367, 28.648727416992188)),
+    ]:
+        p = f"'{parallel}'" if isinstance(parallel, str) else parallel
+        row = ctx.sql(f"SELECT estimate_agg('{model}', '{NEMOTRON_DB}', {p}, {b}, {isl}, {osl}) AS r").to_pylist()[0]["r"]
+        assert (row["ttft_ms"], row["tpot_ms"], row["memory_gib"]) == want, (model, row)
+
+
+@needs_data
 def test_engine_step_table_mamba2_rows():
     """py_engine_step's Mamba-2 rows: lookup_table is the method, the grid axes
     fill the attention batch / sequence columns (sequence NULL in decode)."""
