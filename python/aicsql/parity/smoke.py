@@ -1,9 +1,10 @@
 """The fixed subsets of the support-matrix scan (``--subset``).
 
-``ci``: nine entries chosen to cover each backend, both modes, dense and
-MoE models, sglang's context-parallel prefill workers and the two entries
-of upstream's drift report and the triggers of drifts fixed since, all with
-a quick Python search (about 50 s together on one core). CI runs it on every change
+``ci``: twelve entries chosen to cover each backend, both modes, dense and
+MoE models, sglang's context-parallel prefill workers, the two entries of
+upstream's drift report and the triggers of drifts fixed since, and three
+second-wave families, all with a quick Python search (about 65 s together
+on one core). CI runs it on every change
 (``python/tests/test_parity_search.py``); the whole matrix is a long job
 that resumes.
 
@@ -40,6 +41,11 @@ CI = (
     "meta-llama/Meta-Llama-3.1-8B|rtx_pro_6000_server|sglang|0.5.14|agg",
     # kind B, the extra points turned a seq/s tie at the top-10 cut (ctx 2048 vs 5632 at 71.232):
     "Qwen/Qwen3-1.7B|a100_sxm|vllm|0.14.0|agg",
+    # second-wave families: gated-delta-net layers (QWEN35), the DSA module tables on trtllm with GLM's
+    # bf16 overrides (DEEPSEEKV32), Gemma 4's per-layer-type KV cache in both worker kinds (GEMMA4MIX)
+    "Qwen/Qwen3.5-27B|h200_sxm|sglang|0.5.14|agg",
+    "nvidia/GLM-5.2-NVFP4|b200_sxm|trtllm|1.3.0rc20|agg",
+    "google/gemma-4-26B-A4B|h200_sxm|sglang|0.5.14|disagg",
 )
 
 SUBSETS = {"ci": CI}
