@@ -16,9 +16,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::error::{Result, TablesError};
 use crate::gemm::GemmTable;
 use crate::kernels::{
-    AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextDsaTable, ContextMlaModuleTable, ContextMlaTable,
-    GdnTable, GenerationAttentionTable, GenerationDsaTable, GenerationMlaModuleTable, GenerationMlaTable, Mamba2Table,
-    MlaBmmTable, MoeTable, NcclTable, ScaleMatrixTable,
+    AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextDsaTable, ContextDsv4Table, ContextMlaModuleTable,
+    ContextMlaTable, Dsv4TopkCalib, GdnTable, GenerationAttentionTable, GenerationDsaTable, GenerationDsv4Table,
+    GenerationMlaModuleTable, GenerationMlaTable, Mamba2Table, MhcTable, MlaBmmTable, MoeTable, NcclTable,
+    ScaleMatrixTable,
 };
 use crate::model::ModelConfig;
 use crate::op_sol::OpSol;
@@ -122,6 +123,10 @@ pub struct TableCache {
     pub(crate) mamba2: Slots<(DbKey, bool), Mamba2Table>,
     pub(crate) dsa_context_module: Slots<(DbKey, bool), ContextDsaTable>,
     pub(crate) dsa_generation_module: Slots<(DbKey, bool), GenerationDsaTable>,
+    pub(crate) dsv4_mhc: Slots<(DbKey, bool), MhcTable>,
+    pub(crate) dsv4_context: Slots<(DbKey, bool), ContextDsv4Table>,
+    pub(crate) dsv4_generation: Slots<(DbKey, bool), GenerationDsv4Table>,
+    pub(crate) dsv4_topk_calib: Slots<(DbKey, bool), Dsv4TopkCalib>,
     /// `op_kernel_source_manifest.yaml`, parsed once.
     pub(crate) manifests: Slots<PathBuf, serde_yaml_ng::Value>,
     pub(crate) systems: Slots<String, (SystemSpec, PathBuf)>,

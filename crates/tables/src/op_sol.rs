@@ -4,6 +4,10 @@
 //! meeting a float converts first, and expressions run left to right.
 //! The GEMM SOL lives in [`crate::sol`].
 
+mod dsv4;
+
+pub use dsv4::Dsv4AttnDims;
+
 use crate::pymath::{py_mul, py_true_div};
 use crate::system::{Num, SystemSpec};
 

@@ -93,6 +93,42 @@ pub const DSA_GENERATION_MODULE_FILE: TableFile = TableFile {
     family: "sparse_attention",
     label: "generation DSA module",
 };
+/// DeepSeek-V4's attention modules, one file per attention kind and phase,
+/// under `sparse_attention/` (families_dsv4.md 3.1).
+pub const DSV4_CSA_CONTEXT_FILE: TableFile = TableFile {
+    table: "dsv4_csa_context_module",
+    file: "dsv4_csa_context_module_perf",
+    family: "sparse_attention",
+    label: "DeepSeek-V4 CSA context module",
+};
+pub const DSV4_HCA_CONTEXT_FILE: TableFile = TableFile {
+    table: "dsv4_hca_context_module",
+    file: "dsv4_hca_context_module_perf",
+    family: "sparse_attention",
+    label: "DeepSeek-V4 HCA context module",
+};
+pub const DSV4_CSA_GENERATION_FILE: TableFile = TableFile {
+    table: "dsv4_csa_generation_module",
+    file: "dsv4_csa_generation_module_perf",
+    family: "sparse_attention",
+    label: "DeepSeek-V4 CSA generation module",
+};
+pub const DSV4_HCA_GENERATION_FILE: TableFile = TableFile {
+    table: "dsv4_hca_generation_module",
+    file: "dsv4_hca_generation_module_perf",
+    family: "sparse_attention",
+    label: "DeepSeek-V4 HCA generation module",
+};
+/// The CSA top-k calibration (families_dsv4.md 3.4).
+pub const DSV4_CSA_TOPK_CALIB_FILE: TableFile = TableFile {
+    table: "dsv4_csa_topk_calib",
+    file: "dsv4_csa_topk_calib_perf",
+    family: "sparse_attention",
+    label: "DeepSeek-V4 CSA top-k calibration",
+};
+/// DeepSeek-V4's manifold-constrained hyper-connections, under `mhc/`.
+pub const MHC_MODULE_FILE: TableFile =
+    TableFile { table: "mhc_module", file: "mhc_module_perf", family: "mhc", label: "DeepSeek-V4 mHC module" };
 /// Gated-delta-net kernels (Qwen3.5), under `linear_attention/`.
 pub const GDN_FILE: TableFile = TableFile { table: "gdn", file: "gdn_perf", family: "linear_attention", label: "GDN" };
 /// Mamba-2 kernels (Nemotron-H), under `linear_attention/` (trtllm only).

@@ -251,6 +251,7 @@ impl DatabaseSet {
             }
         }
         // (system, backend) -> version -> (declared, has perf files in a non-partial dir, declares reuse)
+        #[allow(clippy::type_complexity)]
         let mut versions: BTreeMap<(&str, &str), BTreeMap<&str, (bool, bool, bool)>> = BTreeMap::new();
         for d in dirs.iter().filter(|d| d.is_database_backend() && !broken.contains_key(&d.system)) {
             let Ok(state) = &d.state else { continue };

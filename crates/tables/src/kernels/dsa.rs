@@ -131,6 +131,11 @@ struct DsaSlices<K, const N: usize> {
     sol: OpSol,
 }
 
+/// A coordinate of one file: (skip row, slice key and bucket, coordinates).
+type Slot<K, const N: usize> = (bool, (K, Bucket), [i64; N]);
+/// A coordinate of one file with its (last) latency.
+type Entry<K, const N: usize> = (bool, (K, Bucket), [i64; N], f64);
+
 /// A row's place: (skip row, slice key, coordinates, latency).
 type Parsed<K, const N: usize> = (bool, K, [i64; N], f64);
 
@@ -150,8 +155,8 @@ impl<K: Eq + std::hash::Hash + Copy, const N: usize> DsaSlices<K, N> {
         let mut any_skip = false;
         for source in &mut sources {
             // Last wins within the file, at the coordinate's first position.
-            let mut entries: Vec<(bool, (K, Bucket), [i64; N], f64)> = Vec::new();
-            let mut at: HashMap<(bool, (K, Bucket), [i64; N]), usize> = HashMap::default();
+            let mut entries: Vec<Entry<K, N>> = Vec::new();
+            let mut at: HashMap<Slot<K, N>, usize> = HashMap::default();
             scan(tree, source, cols, |rows| {
                 let kernel_sources = rows.text(KERNEL_SOURCE)?;
                 for i in 0..rows.len() {

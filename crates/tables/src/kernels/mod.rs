@@ -7,6 +7,8 @@
 mod allreduce;
 mod context_attention;
 mod dsa;
+mod dsv4;
+mod dsv4_calib;
 mod gdn;
 mod generation_attention;
 mod mamba2;
@@ -30,6 +32,7 @@ use crate::system::{SystemSpec, system_spec};
 pub use allreduce::AllReduceTable;
 pub use context_attention::{ContextAttentionTable, CtxAttnQuery};
 pub use dsa::{ContextDsaTable, DsaArch, DsaQuant, GenerationDsaTable};
+pub use dsv4::{ContextDsv4Table, Dsv4TopkCalib, GenerationDsv4Table, MhcTable, TopkVariant};
 pub use gdn::{GdnKernel, GdnShape, GdnTable};
 pub use generation_attention::{GenAttnQuery, GenAttnResult, GenerationAttentionTable};
 pub use mamba2::{Mamba2Kernel, Mamba2Shape, Mamba2Table};

@@ -99,6 +99,17 @@ const COLUMNS: [Col; 11] = [
     Col::LATENCY,
 ];
 
+/// The loader's two re-labellings (families_mla_gptoss_fp8static.md 5.2):
+/// SGLang's FlashInfer MXFP4 kernels get quant modes of their own, which
+/// DeepSeek-V4 asks for on Blackwell and Hopper (families_dsv4.md 1.2).
+fn relabel<'a>(dtype: &'a str, kernel_source: Option<&str>) -> &'a str {
+    match (dtype, kernel_source) {
+        ("w4a8_mxfp4_mxfp8", Some("sglang_mxfp4_flashinfer_trtllm_moe")) => "w4a8_mxfp4_mxfp8_trtllm",
+        ("w4a16_mxfp4", Some("sglang_flashinfer_cutlass_moe")) => "w4a16_mxfp4_cutlass",
+        _ => dtype,
+    }
+}
+
 fn intern(names: &mut Vec<String>, name: &str) -> u16 {
     match names.iter().position(|n| n == name) {
         Some(i) => i as u16,
@@ -136,7 +147,7 @@ impl DatabaseTable for MoeTable {
                     if names.len() >= usize::from(u16::MAX) {
                         return Err(rows.error(i, MOE_DTYPE.name, "too many distinct moe_dtype / distribution names"));
                     }
-                    let dtype = intern(&mut names, dtypes.req(i)?);
+                    let dtype = intern(&mut names, relabel(dtypes.req(i)?, kernels.get(i)?));
                     let distribution = intern(&mut names, distributions.req(i)?);
                     let slice = Slice {
                         dtype,

@@ -9,17 +9,18 @@ use crate::error::{ErrorClass, TablesError};
 use crate::gemm::{GemmPlan, GemmTable};
 use crate::grid::GridPath;
 use crate::kernels::{
-    AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextDsaTable, ContextMlaModuleTable, ContextMlaTable,
-    CtxAttnQuery, CtxMlaQuery, DatabaseTable, DsaQuant, GdnTable, GenAttnQuery, GenerationAttentionTable,
-    GenerationDsaTable, GenerationMlaModuleTable, GenerationMlaTable, KernelMiss, Mamba2Table, MlaBmmTable, MoeQuery,
-    MoeShape, MoeTable, NcclTable, RooflineAnswer, ScaleMatrixTable,
+    AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextDsaTable, ContextDsv4Table, ContextMlaModuleTable,
+    ContextMlaTable, CtxAttnQuery, CtxMlaQuery, DatabaseTable, DsaQuant, Dsv4TopkCalib, GdnTable, GenAttnQuery,
+    GenerationAttentionTable, GenerationDsaTable, GenerationDsv4Table, GenerationMlaModuleTable, GenerationMlaTable,
+    KernelMiss, Mamba2Table, MhcTable, MlaBmmTable, MoeQuery, MoeShape, MoeTable, NcclTable, RooflineAnswer,
+    ScaleMatrixTable,
 };
 use crate::modes::MoeQuant;
 use crate::op_sol::OpSol;
 use crate::quant::GemmQuant;
 use crate::sol::GemmSol;
 use crate::step::ops::{Op, OpSpec};
-use crate::step::types::{Lookup, StepError};
+use crate::step::types::{Dsv4Attn, Lookup, StepError};
 use crate::system::{Num, system_spec};
 
 /// How an op's table lookup resolved (for the report's `interp_path`).
@@ -94,6 +95,10 @@ pub(crate) struct Tables<'a> {
     mamba2: Option<Arc<Mamba2Table>>,
     dsa_context: Option<Arc<ContextDsaTable>>,
     dsa_generation: Option<Arc<GenerationDsaTable>>,
+    dsv4_mhc: Option<Arc<MhcTable>>,
+    dsv4_context: Option<Arc<ContextDsv4Table>>,
+    dsv4_generation: Option<Arc<GenerationDsv4Table>>,
+    dsv4_calib: Option<Arc<Dsv4TopkCalib>>,
     /// The fp8_static GEMM roofline (its floor), built on first use.
     fp8_static_sol: Option<Arc<GemmSol>>,
 }
@@ -249,6 +254,10 @@ impl<'a> Tables<'a> {
             mamba2: None,
             dsa_context: None,
             dsa_generation: None,
+            dsv4_mhc: None,
+            dsv4_context: None,
+            dsv4_generation: None,
+            dsv4_calib: None,
             fp8_static_sol: None,
         })
     }
@@ -348,6 +357,12 @@ impl<'a> Tables<'a> {
 
     fn dsa_generation(&mut self) -> Result<Arc<GenerationDsaTable>, TablesError> {
         self.kernel_table(|t| &mut t.dsa_generation)
+    }
+
+    /// The CSA top-k calibration's selector for a phase (`v1` context, `v2`
+    /// decode; families_dsv4.md 4.5), `None` where the database has none.
+    fn dsv4_calib(&mut self) -> Result<Arc<Dsv4TopkCalib>, TablesError> {
+        self.kernel_table(|t| &mut t.dsv4_calib)
     }
 
     /// The database's table of kind `T` in the slot `slot` picks, loaded on first use.
@@ -619,6 +634,13 @@ impl<'a> Tables<'a> {
                 };
                 silicon((per_app, path), lookup)
             }
+            OpSpec::Mhc { pre, hidden, hc, iters } => {
+                let lookup = Lookup::Mhc { tokens, hidden, hc, iters, pre };
+                let table = self.kernel_table(|t| &mut t.dsv4_mhc).map_err(|e| load_failure(e, at.name, lookup))?;
+                let r = table.query(tokens, hidden, hc, iters, pre).map_err(|m| kernel_miss(m, at.name, lookup));
+                silicon(r?, lookup)
+            }
+            OpSpec::Dsv4Attention { context, attn } => self.dsv4_attention(context, attn, at)?,
             OpSpec::Fallback { .. } | OpSpec::Overlap { .. } => {
                 return Err(StepError::Data(TablesError::Internal(format!(
                     "composite op '{}' nested in another composite",
@@ -626,6 +648,31 @@ impl<'a> Tables<'a> {
                 ))));
             }
         })
+    }
+
+    /// A DeepSeek-V4 attention layer (families_dsv4.md 4.2-4.3): its module
+    /// table's value, the CSA layers' top-k calibration delta subtracted.
+    fn dsv4_attention(&mut self, context: bool, attn: Dsv4Attn, at: At) -> Result<OpValue, StepError> {
+        let lookup = if context {
+            Lookup::ContextDsv4 { b: at.batch, s: at.s, prefix: at.prefix, attn }
+        } else {
+            Lookup::GenerationDsv4 { b: at.batch, s: at.s, attn }
+        };
+        let calib = if attn.dims.ratio == 4 {
+            Some(self.dsv4_calib().map_err(|e| load_failure(e, at.name, lookup))?)
+        } else {
+            None
+        };
+        let r = if context {
+            let table = self.kernel_table(|t| &mut t.dsv4_context).map_err(|e| load_failure(e, at.name, lookup))?;
+            let v1 = calib.as_ref().and_then(|c| c.v1.as_ref());
+            table.query(at.batch, at.s, at.prefix, &attn.dims, v1)
+        } else {
+            let table = self.kernel_table(|t| &mut t.dsv4_generation).map_err(|e| load_failure(e, at.name, lookup))?;
+            let v2 = calib.as_ref().and_then(|c| c.v2.as_ref());
+            table.query(at.batch, at.s, &attn.dims, v2)
+        };
+        Ok(silicon(r.map_err(|m| kernel_miss(m, at.name, lookup))?, lookup))
     }
 
     fn gemm(&mut self, quant: GemmQuant, m: i64, n: i64, k: i64, at: At) -> Result<OpValue, StepError> {

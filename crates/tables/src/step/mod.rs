@@ -8,6 +8,7 @@
 
 mod deepseek;
 mod dsv32;
+mod dsv4;
 mod eval;
 mod gemma4;
 mod gemms;
@@ -32,6 +33,7 @@ use crate::step::model::Family;
 use crate::step::model::{ModelDesc, model_config};
 use crate::step::ops::{Op, OpList, op_list};
 
+pub use dsv4::Dsv4KvCache;
 pub use gemms::{ModelGemm, model_gemms};
 pub use types::{Lookup, OpKind, OpRow, Phase, Quants, RowKind, StepError, StepQuery, StepReport};
 
@@ -211,7 +213,10 @@ impl<'a> StepModel<'a> {
     ) -> Result<StepModel<'a>, StepError> {
         let cfg = model_config(&tree, model)?;
         let desc = ModelDesc::from_config(&cfg)?;
-        let inferred = quants::infer(&cfg)?;
+        let mut inferred = quants::infer(&cfg)?;
+        if let Some(v4) = &desc.dsv4 {
+            inferred = v4.infer(inferred);
+        }
         let tables = Tables::new(tree, system, backend, version, shared_layer)?;
         Ok(StepModel {
             model: model.to_string(),
@@ -309,6 +314,7 @@ impl<'a> StepModel<'a> {
             kv_elements_per_token,
             windowed_kv,
             kv_bytes_per_token: d.dsa.map(|dsa| dsa.kv_bytes_per_token(d.layers, prep.quants.kv)),
+            dsv4_kv: d.dsv4.map(|v4| v4.kv_cache(d.head_dim, prep.quants.kv)),
             kv_bytes_per_element: prep.quants.kv.memory(),
             experts: d.experts,
             topk: d.topk,
@@ -368,6 +374,10 @@ impl<'a> StepModel<'a> {
             // Every guard ends at bfloat16 for the DSA models (families_dsa.md 2.1).
             quants.fmha = FmhaQuant::Bfloat16;
         }
+        if let Some(v4) = &self.desc.dsv4 {
+            // The experts' kernel depends on the GPU generation (families_dsv4.md 1.2).
+            quants = v4.quants(quants, self.tables.backend(), self.tables.sol.sm_version());
+        }
         self.desc.check_moe_blocks(&par, quants.moe)?;
         let prep = Prepared::new(quants, op_list(&self.desc, &par, &quants, phase));
         if prep.names.len() > MAX_NAMES {
@@ -392,6 +402,10 @@ impl StepModel<'_> {
     /// (the op that needs it reports the miss itself).
     fn context_fmha_modes(&mut self) -> Vec<FmhaQuant> {
         let kv = self.inferred.kv;
+        if self.desc.family == Family::Dsv4 {
+            // Every DeepSeek-V4 guard ends at bfloat16 (families_dsv4.md 1.2 rule 3).
+            return Vec::new();
+        }
         if self.desc.family == Family::Mla && self.tables.backend() != "vllm" {
             let mut modes = self.tables.context_mla().map(|t| t.fmha_modes_for_kv(kv)).unwrap_or_default();
             modes.extend(self.tables.context_mla_module().map(|t| t.fmha_modes_for_kv(kv)).unwrap_or_default());
@@ -444,8 +458,8 @@ fn quant_label(op: &Op) -> String {
         OpSpec::MlaBmm { quant, .. } => quant.name().into(),
         // GDN kernels ignore every quant mode.
         OpSpec::Gdn { .. } | OpSpec::Mamba2 { .. } => String::new(),
-        // As the spec reports the DSA modules: no quant label.
-        OpSpec::Dsa { .. } => String::new(),
+        // As the spec reports the DSA and DeepSeek-V4 modules: no quant label.
+        OpSpec::Dsa { .. } | OpSpec::Mhc { .. } | OpSpec::Dsv4Attention { .. } => String::new(),
         // As the spec reports them: a composite has no quant of its own.
         OpSpec::Fallback { .. } | OpSpec::Overlap { .. } => String::new(),
     }
@@ -509,6 +523,9 @@ pub struct MemoryInputs {
     /// sizes them itself (DEEPSEEKV32: latent, rope and indexer key,
     /// families_dsa.md 8); `None` for the element-based families.
     pub kv_bytes_per_token: Option<i64>,
+    /// DEEPSEEKV4's per-layer-kind cache (window, compressed entries,
+    /// compressor and indexer state; families_dsv4.md 7.1); `None` elsewhere.
+    pub dsv4_kv: Option<Dsv4KvCache>,
     /// Bytes per KV-cache element of the phase's kv quant.
     pub kv_bytes_per_element: i64,
     pub experts: i64,
@@ -530,6 +547,9 @@ impl MemoryInputs {
     /// sum converted once (docs/spec families_qwen35_gemma4.md 9.2); the base
     /// model's `tokens * bytes * elements` otherwise.
     pub fn kv_bytes_per_sequence(&self, tokens: f64) -> f64 {
+        if let Some(cache) = self.dsv4_kv {
+            return cache.bytes_per_sequence(tokens);
+        }
         let tokens = tokens.max(0.0);
         if let Some(per_token) = self.kv_bytes_per_token {
             return tokens * per_token as f64;
@@ -756,9 +776,9 @@ mod tests {
         q.moe_ep = Some(3);
         let err = step_latency(tree, &q).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("not divisible by moe_ep 3"), "{err}");
-        q.model = "deepseek-ai/DeepSeek-V3.2".into();
+        q.model = "MiniMaxAI/MiniMax-M3".into();
         let err = step_latency(tree, &q).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("unsupported architecture DeepseekV32ForCausalLM"), "{err}");
+        assert!(err.contains("unsupported architecture MiniMaxM3ForCausalLM"), "{err}");
     }
 
     /// trtllm nvfp4 MoE at <= 128 tokens reads the low-latency kernel's rows,

@@ -8,6 +8,7 @@ use crate::discovery::DataTree;
 use crate::error::TablesError;
 use crate::model::{ModelConfig, read_model_config};
 use crate::step::StepShape;
+use crate::step::dsv4::Dsv4;
 use crate::step::dsv32::Dsa;
 use crate::step::gemma4::Gemma4;
 use crate::step::hybrid::Hybrid;
@@ -43,10 +44,13 @@ pub(crate) enum Family {
     /// DeepSeek-V3.2 and GLM-5: DSA module layers, a shared expert and
     /// routed experts (docs/spec/families_dsa.md).
     Dsa,
+    /// DeepSeek-V4: mHC-wrapped layers of compressed attention modules, a
+    /// shared expert and routed experts (docs/spec/families_dsv4.md).
+    Dsv4,
 }
 
 /// The spec's families this crate does not build yet: refused by name.
-const LATER_FAMILIES: [&str; 2] = ["DEEPSEEKV4", "MINIMAXM3"];
+const LATER_FAMILIES: [&str; 1] = ["MINIMAXM3"];
 
 /// The dimensions the op lists use, with the spec's fallbacks applied.
 #[derive(Debug, Clone)]
@@ -77,6 +81,8 @@ pub(crate) struct ModelDesc {
     pub nemotron_nas: Option<NemotronNas>,
     /// DEEPSEEKV32's DSA description.
     pub dsa: Option<Dsa>,
+    /// DEEPSEEKV4's attention groups, ranks and mHC shape.
+    pub dsv4: Option<Dsv4>,
     /// QWEN35's layer counts and GDN shape.
     pub qwen35: Option<Qwen35>,
     /// GEMMA4MIX's layer counts and per-type attention.
@@ -140,6 +146,7 @@ impl ModelDesc {
             Some("NEMOTRONH") => Family::NemotronH,
             Some("NEMOTRONNAS") => Family::NemotronNas,
             Some("DEEPSEEKV32") => Family::Dsa,
+            Some("DEEPSEEKV4") => Family::Dsv4,
             Some(later) if LATER_FAMILIES.contains(&later) => {
                 return Err(StepError::input(format!(
                     "unsupported architecture {architecture}: the spec's {later} family is not implemented yet"
@@ -182,7 +189,7 @@ impl ModelDesc {
             use_qk_norm: cfg.use_qk_norm,
             distribution: if matches!(
                 family,
-                Family::HybridMoe | Family::Mla | Family::Gemma4 | Family::NemotronH | Family::Dsa
+                Family::HybridMoe | Family::Mla | Family::Gemma4 | Family::NemotronH | Family::Dsa | Family::Dsv4
             ) {
                 "power_law_1.01"
             } else {
@@ -193,6 +200,7 @@ impl ModelDesc {
             nemotron_h: None,
             nemotron_nas: None,
             dsa: None,
+            dsv4: None,
             qwen35: None,
             gemma4: None,
             v_head_dim: 0,
@@ -208,6 +216,9 @@ impl ModelDesc {
         desc.nemotron_h = nemotron_h;
         if family == Family::Dsa {
             desc.dsa = Some(Dsa::from_config(cfg, &desc.architecture, desc.layers)?);
+        }
+        if family == Family::Dsv4 {
+            desc.dsv4 = Some(Dsv4::from_config(cfg, desc.layers)?);
         }
         if family == Family::NemotronNas {
             desc.nemotron_nas = Some(NemotronNas::from_config(cfg, &desc.architecture, desc.hidden)?);
@@ -304,7 +315,7 @@ impl ModelDesc {
         if cp > 1
             && matches!(
                 self.family,
-                Family::Qwen35 | Family::Gemma4 | Family::NemotronH | Family::NemotronNas | Family::Dsa
+                Family::Qwen35 | Family::Gemma4 | Family::NemotronH | Family::NemotronNas | Family::Dsa | Family::Dsv4
             )
         {
             // Qwen3.5 and the Nemotrons do not support it; Gemma 4's
@@ -313,6 +324,9 @@ impl ModelDesc {
                 Family::Gemma4 => "aicsql does not price Gemma 4's context-parallel pipeline yet.",
                 Family::Dsa => {
                     "aicsql does not price the context-parallel DSA module yet (its indexer sub-kernel tables, families_dsa.md 7)."
+                }
+                Family::Dsv4 => {
+                    "aicsql does not price DeepSeek-V4's context-parallel attention module yet (its paged-MQA-logits and top-k sub-kernel tables, families_dsv4.md 5)."
                 }
                 _ => "The model class must override ``supports_cp`` and implement CP in its op pipeline.",
             };

@@ -5,7 +5,7 @@ use crate::kernels::{DsaQuant, GdnKernel, GdnShape, Mamba2Kernel, Mamba2Shape, M
 use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
 use crate::quant::GemmQuant;
 use crate::step::model::{Family, ModelDesc, Parallel};
-use crate::step::types::{OpKind, Phase, Quants};
+use crate::step::types::{Dsv4Attn, OpKind, Phase, Quants};
 
 /// What an op computes per application; `x` (tokens) and the attention
 /// arguments come from the step.
@@ -147,6 +147,20 @@ pub(crate) enum OpSpec {
         quant: DsaQuant,
         full_layers: f64,
     },
+    /// DeepSeek-V4's mHC module of one layer (`pre` or `post`), bfloat16,
+    /// at the step's tokens (families_dsv4.md 4.1).
+    Mhc {
+        pre: bool,
+        hidden: i64,
+        hc: i64,
+        iters: i64,
+    },
+    /// A DeepSeek-V4 compressed attention layer from its module table
+    /// (families_dsv4.md 4.2-4.3).
+    Dsv4Attention {
+        context: bool,
+        attn: Dsv4Attn,
+    },
     /// `max(a, b)` of the sums of `subs[a.0..a.1]` and `subs[b.0..b.1]`.
     Overlap {
         a: (usize, usize),
@@ -185,7 +199,8 @@ impl Op {
             | OpSpec::MlaModule { .. }
             | OpSpec::ContextMla { .. }
             | OpSpec::GenerationMla { .. }
-            | OpSpec::Dsa { .. } => true,
+            | OpSpec::Dsa { .. }
+            | OpSpec::Dsv4Attention { .. } => true,
             // A decode GDN kernel is keyed by batch alone.
             OpSpec::Gdn { kernel, .. } => kernel.is_context(),
             OpSpec::Mamba2 { kernel, .. } => kernel.is_context(),
@@ -202,7 +217,8 @@ impl Op {
             | OpSpec::CpAllGather { .. }
             | OpSpec::Moe { .. }
             | OpSpec::MoeDispatch { .. }
-            | OpSpec::MlaBmm { .. } => false,
+            | OpSpec::MlaBmm { .. }
+            | OpSpec::Mhc { .. } => false,
         }
     }
 }
@@ -309,6 +325,9 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
     if let Some(nh) = &model.nemotron_h {
         return OpList::plain(crate::step::nemotron_h::op_list(model, nh, par, quants, phase));
     }
+    if let Some(v4) = &model.dsv4 {
+        return crate::step::dsv4::op_list(model, v4, par, quants, phase);
+    }
     if let Some(dsa) = &model.dsa {
         return crate::step::dsv32::op_list(model, dsa, par, quants, phase);
     }
@@ -413,7 +432,8 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
         | Family::Gemma4
         | Family::NemotronH
         | Family::NemotronNas
-        | Family::Dsa => {
+        | Family::Dsa
+        | Family::Dsv4 => {
             let (moe_tp, moe_ep, quant) = (par.moe_tp, par.moe_ep, quants.moe);
             // The generation step is not context-parallel: its exchange is
             // the attention-tp one over the cp ranks.
@@ -487,6 +507,7 @@ mod tests {
             nemotron_h: None,
             nemotron_nas: None,
             dsa: None,
+            dsv4: None,
             qwen35: None,
             gemma4: None,
             v_head_dim: 0,

@@ -6,6 +6,7 @@ use std::fmt;
 use crate::error::{ErrorClass, TablesError};
 use crate::kernels::{DsaQuant, GdnKernel, GdnShape, Mamba2Kernel, Mamba2Shape, MoeShape};
 use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
+use crate::op_sol::Dsv4AttnDims;
 use crate::quant::GemmQuant;
 
 /// Which static step: prefill (`static_ctx`) or one decode step (`static_gen`).
@@ -95,6 +96,12 @@ pub enum OpKind {
     ContextDsaModule,
     /// A whole decode DSA layer from its module table.
     GenerationDsaModule,
+    /// DeepSeek-V4's mHC pre or post module of a layer.
+    Dsv4Mhc,
+    /// A prefill DeepSeek-V4 compressed attention layer (CSA / HCA).
+    ContextDsv4Attention,
+    /// A decode DeepSeek-V4 compressed attention layer.
+    GenerationDsv4Attention,
 }
 
 impl OpKind {
@@ -121,6 +128,9 @@ impl OpKind {
             OpKind::Mamba2Kernel => "Mamba2Kernel",
             OpKind::ContextDsaModule => "ContextDSAModule",
             OpKind::GenerationDsaModule => "GenerationDSAModule",
+            OpKind::Dsv4Mhc => "DeepSeekV4MHCModule",
+            OpKind::ContextDsv4Attention => "ContextDeepSeekV4AttentionModule",
+            OpKind::GenerationDsv4Attention => "GenerationDeepSeekV4AttentionModule",
         }
     }
 }
@@ -251,6 +261,63 @@ pub enum Lookup {
         heads: i64,
         quant: DsaQuant,
     },
+    /// `query_mhc_module(num_tokens=, hidden_size=, hc_mult=, sinkhorn_iters=, op=)`.
+    Mhc {
+        tokens: i64,
+        hidden: i64,
+        hc: i64,
+        iters: i64,
+        pre: bool,
+    },
+    /// `query_context_deepseek_v4_attention_module(b=, s=, prefix=, ...)`.
+    ContextDsv4 {
+        b: i64,
+        s: i64,
+        prefix: i64,
+        attn: Dsv4Attn,
+    },
+    /// `query_generation_deepseek_v4_attention_module(b=, s=, ...)`.
+    GenerationDsv4 {
+        b: i64,
+        s: i64,
+        attn: Dsv4Attn,
+    },
+}
+
+/// A DeepSeek-V4 attention module as the op builds it: the SOL's geometry
+/// plus the two arguments only the lookup prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Dsv4Attn {
+    pub dims: Dsv4AttnDims,
+    pub native_heads: i64,
+    pub tp: i64,
+}
+
+impl Dsv4Attn {
+    /// The kwargs after `b`, `s` (and `prefix`), in the spec's order.
+    fn kwargs(&self) -> String {
+        let d = &self.dims;
+        format!(
+            r#""num_heads": {}, "native_heads": {}, "tp_size": {}, "hidden_size": {}, "q_lora_rank": {}, "o_lora_rank": {}, "head_dim": {}, "rope_head_dim": {}, "index_n_heads": {}, "index_head_dim": {}, "index_topk": {}, "window_size": {}, "compress_ratio": {}, "o_groups": {}, "kvcache_quant_mode": "{}", "fmha_quant_mode": "{}", "gemm_quant_mode": "{}""#,
+            d.heads,
+            self.native_heads,
+            self.tp,
+            d.hidden,
+            d.q_lora,
+            d.o_lora,
+            d.head_dim,
+            d.rope_dim,
+            d.index_heads,
+            d.index_head_dim,
+            d.index_topk,
+            d.window,
+            d.ratio,
+            d.o_groups,
+            d.kv,
+            d.fmha,
+            d.gemm
+        )
+    }
 }
 
 impl Lookup {
@@ -275,6 +342,9 @@ impl Lookup {
             Lookup::Mamba2 { .. } => "query_mamba2",
             Lookup::ContextDsa { .. } => "query_context_dsa_module",
             Lookup::GenerationDsa { .. } => "query_generation_dsa_module",
+            Lookup::Mhc { .. } => "query_mhc_module",
+            Lookup::ContextDsv4 { .. } => "query_context_deepseek_v4_attention_module",
+            Lookup::GenerationDsv4 { .. } => "query_generation_deepseek_v4_attention_module",
         }
     }
 
@@ -298,6 +368,9 @@ impl Lookup {
             Lookup::Mamba2 { .. } => "query_mamba2",
             Lookup::ContextDsa { .. } => "query_context_dsa_module",
             Lookup::GenerationDsa { .. } => "query_generation_dsa_module",
+            Lookup::Mhc { .. } => "query_mhc_module",
+            Lookup::ContextDsv4 { .. } => "query_context_deepseek_v4_attention_module",
+            Lookup::GenerationDsv4 { .. } => "query_generation_deepseek_v4_attention_module",
         }
     }
 
@@ -356,6 +429,16 @@ impl Lookup {
                 q.arch.name(),
                 if q.skip_indexer { "true" } else { "false" }
             ),
+            Lookup::Mhc { tokens, hidden, hc, iters, pre } => format!(
+                r#"{{"args": [], "kwargs": {{"num_tokens": {tokens}, "hidden_size": {hidden}, "hc_mult": {hc}, "sinkhorn_iters": {iters}, "op": "{}", "quant_mode": "bfloat16"}}}}"#,
+                if pre { "pre" } else { "post" }
+            ),
+            Lookup::ContextDsv4 { b, s, prefix, attn } => {
+                format!(r#"{{"args": [], "kwargs": {{"b": {b}, "s": {s}, "prefix": {prefix}, {}}}}}"#, attn.kwargs())
+            }
+            Lookup::GenerationDsv4 { b, s, attn } => {
+                format!(r#"{{"args": [], "kwargs": {{"b": {b}, "s": {s}, {}}}}}"#, attn.kwargs())
+            }
             Lookup::Mamba2 { kernel, batch, seq_len, shape } => {
                 let seq = seq_len.map_or_else(|| "null".to_string(), |s| s.to_string());
                 let Mamba2Shape { d_model, d_state, d_conv, heads, head_dim, groups, chunk } = shape;

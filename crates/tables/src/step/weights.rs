@@ -8,6 +8,7 @@
 //! stays exact until it meets a float, a float size floors with Python's
 //! float `//`.
 
+use crate::op_sol::Dsv4AttnDims;
 use crate::pymath::py_floordiv;
 use crate::step::WindowedKv;
 use crate::step::model::{Family, ModelDesc};
@@ -45,6 +46,12 @@ pub(crate) fn op_weights(op: &Op, subs: &[Op]) -> f64 {
         OpSpec::Overlap { a, b } => {
             subs[a.0..a.1].iter().chain(&subs[b.0..b.1]).fold(0.0, |sum, o| sum + op_weights(o, subs))
         }
+        // Two sites' mixing parameters per layer, bfloat16 (families_dsv4.md 4.1).
+        OpSpec::Mhc { hidden, hc, .. } => {
+            let (hc, mix) = (i128::from(hc), i128::from((2 + hc) * hc));
+            int_times(2 * (mix * hc * i128::from(hidden) + mix + 3) * 2, op.count)
+        }
+        OpSpec::Dsv4Attention { attn, .. } => dsv4_attention_weights(&attn.dims) * op.count,
         OpSpec::ElementWise { .. }
         | OpSpec::ContextAttention { .. }
         | OpSpec::GenerationAttention { .. }
@@ -59,6 +66,32 @@ pub(crate) fn op_weights(op: &Op, subs: &[Op]) -> f64 {
         | OpSpec::Gdn { .. }
         | OpSpec::Mamba2 { .. }
         | OpSpec::Dsa { .. } => 0.0,
+    }
+}
+
+/// One DeepSeek-V4 attention layer's weights (families_dsv4.md 4.2): the
+/// projections (and compressors, indexer) at the GEMM quant, the output
+/// absorption and indexer gate in bfloat16, the fp32 sinks and positions.
+fn dsv4_attention_weights(d: &Dsv4AttnDims) -> f64 {
+    let [n, h, qr, or, hd, inh, ihd, ratio, og] =
+        [d.heads, d.hidden, d.q_lora, d.o_lora, d.head_dim, d.index_heads, d.index_head_dim, d.ratio, d.o_groups]
+            .map(i128::from);
+    let mut gemm = h * qr + qr * n * hd + h * hd + og * or * h;
+    let mut bf16 = n * hd * or;
+    let mut fp32 = n;
+    if ratio != 0 {
+        let cm = if ratio == 4 { 2 } else { 1 };
+        gemm += 2 * h * cm * hd;
+        fp32 += ratio * cm * hd;
+    }
+    if ratio == 4 {
+        gemm += qr * inh * ihd + 2 * h * 2 * ihd;
+        bf16 += h * inh;
+        fp32 += ratio * 2 * ihd;
+    }
+    match d.gemm.memory() {
+        Num::Int(bytes) => (gemm * bytes + bf16 * 2 + fp32 * 4) as f64,
+        Num::Float(bytes) => gemm as f64 * bytes + (bf16 * 2) as f64 + (fp32 * 4) as f64,
     }
 }
 
