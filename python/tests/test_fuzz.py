@@ -645,7 +645,7 @@ def priced_or_null(world, call, settings) -> bool:
 # step still refuses one of them as not implemented, its models may be
 # priced by the Python path alone (once the Rust path prices them, the
 # probes must agree again).
-PY_FIRST_FAMILIES = ("DEEPSEEKV4",)
+PY_FIRST_FAMILIES: tuple = ()
 # The Rust step does not read ModelOpt mixed-precision (per-layer) quant
 # configs yet; Qwen3.6-*-NVFP4 and Nemotron-3.5-Lightning-NVFP4 have them,
 # which the Python path prices (not checked against the spec).

@@ -15,7 +15,7 @@ with at least ``db, quant, m, n, k`` (plus columns that explain the row).
     engine-step configs (``queries/parity/step_grid.sql``): every model of
     a family aicsql prices (LLAMA, MOE, DEEPSEEK, KIMIK25, HYBRIDMOE,
     QWEN3VL, QWEN3VL_MOE, QWEN35, GEMMA4MIX, NEMOTRONH, NEMOTRONNAS,
-    DEEPSEEKV32) x the h200_sxm and gb200 databases with the
+    DEEPSEEKV32, DEEPSEEKV4) x the h200_sxm and gb200 databases with the
     tables its family reads x tp 1/2/4/8 x batch 1/8/64 x isl
     128/1024/4096/16384 x osl 2/128 x both phases; compared with
     ``step_latency`` / ``py_step_latency``.

@@ -1,6 +1,7 @@
 -- The engine-step parity grid: every model of a family aicsql prices
 -- (LLAMA, MOE, DEEPSEEK, KIMIK25, HYBRIDMOE, QWEN3VL, QWEN3VL_MOE, and the
--- second wave: QWEN35, GEMMA4MIX, NEMOTRONH, NEMOTRONNAS, DEEPSEEKV32) in
+-- second wave: QWEN35, GEMMA4MIX, NEMOTRONH, NEMOTRONNAS, DEEPSEEKV32,
+-- DEEPSEEKV4) in
 -- aic.meta.models (the golden models among them) x every h200_sxm and
 -- gb200 database that has the tables its family's step reads x tp 1/2/4/8
 -- x batch 1/8/64 x isl 128/1024/4096/16384 x osl 2/128 x both phases.
@@ -28,7 +29,8 @@ WITH needs(family, "table") AS (
         ('GEMMA4MIX', 'gemm'), ('GEMMA4MIX', 'context_attention'), ('GEMMA4MIX', 'generation_attention'), ('GEMMA4MIX', 'custom_allreduce'), ('GEMMA4MIX', 'moe'),
         ('NEMOTRONH', 'gemm'), ('NEMOTRONH', 'context_attention'), ('NEMOTRONH', 'generation_attention'), ('NEMOTRONH', 'custom_allreduce'), ('NEMOTRONH', 'moe'),
         ('NEMOTRONNAS', 'gemm'), ('NEMOTRONNAS', 'context_attention'), ('NEMOTRONNAS', 'generation_attention'), ('NEMOTRONNAS', 'custom_allreduce'),
-        ('DEEPSEEKV32', 'gemm'), ('DEEPSEEKV32', 'custom_allreduce'), ('DEEPSEEKV32', 'moe'), ('DEEPSEEKV32', 'dsa_context_module'), ('DEEPSEEKV32', 'dsa_generation_module')
+        ('DEEPSEEKV32', 'gemm'), ('DEEPSEEKV32', 'custom_allreduce'), ('DEEPSEEKV32', 'moe'), ('DEEPSEEKV32', 'dsa_context_module'), ('DEEPSEEKV32', 'dsa_generation_module'),
+        ('DEEPSEEKV4', 'gemm'), ('DEEPSEEKV4', 'custom_allreduce'), ('DEEPSEEKV4', 'moe'), ('DEEPSEEKV4', 'mhc_module'), ('DEEPSEEKV4', 'dsv4_csa_context_module'), ('DEEPSEEKV4', 'dsv4_csa_generation_module')
 ),
 databases AS (
     SELECT n.family, d.db
