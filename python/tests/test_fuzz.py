@@ -644,12 +644,8 @@ def priced_or_null(world, call, settings) -> bool:
 # Families the Python path prices before the Rust path does: while the Rust
 # step still refuses one of them as not implemented, its models may be
 # priced by the Python path alone (once the Rust path prices them, the
-# probes must agree again).
+# probes must agree again). None at present.
 PY_FIRST_FAMILIES: tuple = ()
-# The Rust step does not read ModelOpt mixed-precision (per-layer) quant
-# configs yet; Qwen3.6-*-NVFP4 and Nemotron-3.5-Lightning-NVFP4 have them,
-# which the Python path prices (not checked against the spec).
-RUST_MIXED_PRECISION = "ModelOpt mixed-precision checkpoints (per-layer quant) are not supported yet"
 
 
 def test_step_probes_agree_between_the_paths(world):
@@ -660,8 +656,7 @@ def test_step_probes_agree_between_the_paths(world):
         for model in list(models):
             refused = world.refused.get(("step_latency", model, backend), "")
             family = world.models[model][0]
-            not_yet = family in PY_FIRST_FAMILIES and f"the spec's {family} family is not implemented yet" in refused
-            if not_yet or RUST_MIXED_PRECISION in refused:
+            if family in PY_FIRST_FAMILIES and f"the spec's {family} family is not implemented yet" in refused:
                 models.remove(model)
     assert py == rust, {b: (sorted(set(py.get(b, [])) ^ set(rust.get(b, [])))) for b in set(py) | set(rust)}
 

@@ -80,6 +80,12 @@ pub struct QuantFields {
     /// `dense_mlp`, `lm_head`).
     pub compressed_base: Option<String>,
     pub compressed_ignored: Vec<&'static str>,
+    /// ModelOpt `mixed_precision`: the per-layer algorithms (`fp8`,
+    /// `nvfp4`, or as written) of the routed experts and of every other
+    /// layer, from the hf quant config's and the `quantization_config`'s
+    /// `quantized_layers` and the latter's `config_groups`.
+    pub mixed_moe: Vec<String>,
+    pub mixed_other: Vec<String>,
 }
 
 /// The fields of a model config the estimators read, with the spec's fallbacks applied.
@@ -223,7 +229,76 @@ fn quant_fields(qc: &Value, hq: &Value) -> QuantFields {
     if fields.algo.as_deref() == Some("compressed-tensors") {
         (fields.compressed_base, fields.compressed_ignored) = compressed_tensors(qc);
     }
+    if fields.algo.as_deref() == Some("mixed_precision") {
+        (fields.mixed_moe, fields.mixed_other) = mixed_precision_layers(qc, hq);
+    }
     fields
+}
+
+/// A ModelOpt layer algorithm, lower-cased, with fp8 / fp4 aliases folded.
+fn mixed_layer_algo(value: &Value) -> Option<String> {
+    if value.is_null() {
+        return None;
+    }
+    let algo = py_str(value).trim().to_lowercase();
+    Some(match algo.as_str() {
+        "" => return None,
+        "fp8" | "e4m3" | "e5m2" => "fp8".into(),
+        "nvfp4" | "fp4" => "nvfp4".into(),
+        _ => algo,
+    })
+}
+
+/// The per-layer algorithms of a ModelOpt mixed-precision checkpoint, split
+/// into routed experts (a target naming `.experts.` or `routing_expert`,
+/// never a shared expert) and the rest, each without repeats.
+fn mixed_precision_layers(qc: &Value, hq: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut moe, mut other): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    let mut add = |target: &str, algo: &Value| {
+        let Some(algo) = mixed_layer_algo(algo) else { return };
+        let target = target.to_lowercase();
+        let routed = !target.contains("shared_expert") && (target.contains(".experts.") || target.contains("routing_expert"));
+        let set = if routed { &mut moe } else { &mut other };
+        if !set.contains(&algo) {
+            set.push(algo);
+        }
+    };
+    let layer_algo = |meta: &Value| -> Value {
+        if meta.is_object() {
+            first_truthy(meta, &["quant_algo", "quantization_algo", "quant_method"]).cloned().unwrap_or(Value::Null)
+        } else {
+            meta.clone()
+        }
+    };
+    for layers in [hq.get("quantized_layers"), qc.get("quantized_layers")].into_iter().flatten() {
+        for (target, meta) in layers.as_object().into_iter().flatten() {
+            add(target, &layer_algo(meta));
+        }
+    }
+    for group in qc.get("config_groups").and_then(Value::as_object).into_iter().flat_map(|g| g.values()) {
+        let Some(algo) = mixed_group_algo(group) else { continue };
+        for target in group.get("targets").and_then(Value::as_array).into_iter().flatten() {
+            add(&py_str(target), &Value::String(algo.clone()));
+        }
+    }
+    (moe, other)
+}
+
+/// A `config_groups` entry's algorithm: the weights' named algorithm, else
+/// 8-bit floats are fp8 and 4-bit floats nvfp4.
+fn mixed_group_algo(group: &Value) -> Option<String> {
+    let weights = group.get("weights").filter(|w| w.is_object())?;
+    let named = first_truthy(weights, &["quant_algo", "quantization_algo", "quant_method"]);
+    if let Some(algo) = named.and_then(mixed_layer_algo) {
+        return Some(algo);
+    }
+    let bits = weights.get("num_bits").filter(|b| b.is_i64()).and_then(Value::as_i64)?;
+    let kind = weights.get("type").map(py_str).unwrap_or_default().to_lowercase();
+    match (bits, kind.contains("float")) {
+        (8, true) => Some("fp8".into()),
+        (4, true) => Some("nvfp4".into()),
+        _ => None,
+    }
 }
 
 fn quant_dynamic(qc: &Value) -> Option<bool> {

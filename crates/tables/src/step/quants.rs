@@ -43,11 +43,21 @@ pub(crate) fn infer(cfg: &ModelConfig) -> Result<Inferred, StepError> {
                 }
             }
         }
+        // ModelOpt per-layer quant, mapped onto one mode per category
+        // (the coarsest the step knows): fp8 wins over nvfp4 for the GEMMs,
+        // nvfp4 over fp8 for the routed experts.
         Some("mixed_precision") => {
-            return Err(StepError::input(format!(
-                "{}: ModelOpt mixed-precision checkpoints (per-layer quant) are not supported yet",
-                cfg.path.display()
-            )));
+            let has = |set: &[String], algo: &str| set.iter().any(|a| a == algo);
+            if has(&q.mixed_other, "fp8") {
+                gemm = Some(if q.dynamic == Some(true) { GemmQuant::Fp8 } else { GemmQuant::Fp8Static });
+            } else if has(&q.mixed_other, "nvfp4") {
+                gemm = Some(GemmQuant::Nvfp4);
+            }
+            if has(&q.mixed_moe, "nvfp4") {
+                moe = Some(MoeQuant::Nvfp4);
+            } else if has(&q.mixed_moe, "fp8") {
+                moe = Some(MoeQuant::Fp8);
+            }
         }
         Some(other) => return Err(unsupported(other)),
     }
