@@ -257,7 +257,8 @@ fn mixed_precision_layers(qc: &Value, hq: &Value) -> (Vec<String>, Vec<String>) 
     let mut add = |target: &str, algo: &Value| {
         let Some(algo) = mixed_layer_algo(algo) else { return };
         let target = target.to_lowercase();
-        let routed = !target.contains("shared_expert") && (target.contains(".experts.") || target.contains("routing_expert"));
+        let routed =
+            !target.contains("shared_expert") && (target.contains(".experts.") || target.contains("routing_expert"));
         let set = if routed { &mut moe } else { &mut other };
         if !set.contains(&algo) {
             set.push(algo);
