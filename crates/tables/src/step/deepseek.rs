@@ -18,7 +18,7 @@
 use crate::kernels::MoeShape;
 use crate::quant::GemmQuant;
 use crate::step::model::{ModelDesc, Parallel};
-use crate::step::ops::{Op, OpList, OpSpec};
+use crate::step::ops::{Op, OpList, OpSpec, logits_gemm};
 use crate::step::types::{OpKind, Phase, Quants};
 
 /// The MLA tables' head count before tp.
@@ -99,18 +99,7 @@ pub(crate) fn op_list(model: &ModelDesc, par: &Parallel, quants: &Quants, phase:
     let bmm_quant = if quants.gemm == GemmQuant::Bfloat16 { GemmQuant::Bfloat16 } else { GemmQuant::Fp8 };
     let (kv, fmha) = (quants.kv, quants.fmha);
     let norm = OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h };
-    let logits = op(
-        "logits_gemm",
-        OpKind::Gemm,
-        1.0,
-        OpSpec::Gemm {
-            n: model.vocab / tp,
-            k: h,
-            quant: GemmQuant::Bfloat16,
-            m_is_batch: phase == Phase::Context,
-            low_precision_input: false,
-        },
-    );
+    let logits = logits_gemm(model, tp, phase);
     let tp_allreduce = op("tp_allreduce", OpKind::CustomAllReduce, 2.0 * l, OpSpec::AllReduce { tp, hidden: h });
     // DEEPSEEK's hand-off is built without the context-parallel split.
     let mut p2p = crate::step::ops::p2p(par, h);

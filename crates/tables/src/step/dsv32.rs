@@ -14,7 +14,7 @@ use crate::modes::KvQuant;
 use crate::op_sol::index_key_bytes;
 use crate::quant::GemmQuant;
 use crate::step::model::{ModelDesc, Parallel};
-use crate::step::ops::{Op, OpList, OpSpec, p2p};
+use crate::step::ops::{Op, OpList, OpSpec, logits_gemm, p2p};
 use crate::step::types::{OpKind, Phase, Quants, StepError};
 
 /// What a DSA config adds (1.2-1.3, 2.2).
@@ -182,18 +182,7 @@ pub(crate) fn op_list(model: &ModelDesc, dsa: &Dsa, par: &Parallel, quants: &Qua
         op("moe", OpKind::MoE, l, OpSpec::Moe { shape: experts, dp: par.dp }),
         op("moe_post_dispatch", OpKind::MoEDispatch, l, dispatch(false)),
     ];
-    let logits = op(
-        "logits_gemm",
-        OpKind::Gemm,
-        1.0,
-        OpSpec::Gemm {
-            n: model.vocab / tp,
-            k: h,
-            quant: GemmQuant::Bfloat16,
-            m_is_batch: context,
-            low_precision_input: false,
-        },
-    );
+    let logits = logits_gemm(model, tp, phase);
     let mut ops = vec![
         op("embedding", OpKind::Embedding, 1.0, OpSpec::Embedding { hidden: h, rows: model.vocab }),
         op("add_norm_1", OpKind::ElementWise, l, norm),

@@ -11,7 +11,7 @@ use crate::error::TablesError;
 use crate::model::ModelConfig;
 use crate::quant::GemmQuant;
 use crate::step::model::{ModelDesc, Parallel};
-use crate::step::ops::{Op, OpSpec, p2p, routed_experts};
+use crate::step::ops::{Op, OpSpec, logits_gemm, p2p, routed_experts};
 use crate::step::types::{OpKind, Phase, Quants, StepError};
 
 /// What a Gemma 4 config adds to the generic fields (3.1).
@@ -197,18 +197,7 @@ pub(crate) fn op_list(model: &ModelDesc, g: &Gemma4, par: &Parallel, quants: &Qu
         }
         ops.extend(routed_experts([names[8], names[9], names[10]], c, model, par, quants, h, true));
     }
-    ops.push(op(
-        "logits_gemm",
-        OpKind::Gemm,
-        1.0,
-        OpSpec::Gemm {
-            n: model.vocab / tp,
-            k: h,
-            quant: GemmQuant::Bfloat16,
-            m_is_batch: context,
-            low_precision_input: false,
-        },
-    ));
+    ops.push(logits_gemm(model, tp, phase));
     ops.push(p2p(par, h));
     ops
 }

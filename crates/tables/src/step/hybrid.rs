@@ -13,7 +13,7 @@ use crate::kernels::MoeShape;
 use crate::model::ModelConfig;
 use crate::quant::GemmQuant;
 use crate::step::model::{ModelDesc, Parallel};
-use crate::step::ops::{Op, OpSpec};
+use crate::step::ops::{Op, OpSpec, logits_gemm};
 use crate::step::types::{OpKind, Phase, Quants, StepError};
 
 /// The per-layer patterns and the SWA dimension overrides (0 = the model's own).
@@ -271,18 +271,7 @@ pub(crate) fn op_list(model: &ModelDesc, hybrid: &Hybrid, par: &Parallel, quants
             ]);
         }
     }
-    ops.push(op(
-        "logits_gemm",
-        OpKind::Gemm,
-        1.0,
-        OpSpec::Gemm {
-            n: model.vocab / tp,
-            k: h,
-            quant: GemmQuant::Bfloat16,
-            m_is_batch: phase == Phase::Context,
-            low_precision_input: false,
-        },
-    ));
+    ops.push(logits_gemm(model, tp, phase));
     ops.push(crate::step::ops::p2p(par, h));
     if phase == Phase::Context && par.cp > 1 {
         // One KV all-gather per layer type, after the whole list: each type's

@@ -11,7 +11,7 @@ use crate::kernels::{Mamba2Kernel, Mamba2Shape};
 use crate::model::ModelConfig;
 use crate::quant::GemmQuant;
 use crate::step::model::{ModelDesc, Parallel};
-use crate::step::ops::{Op, OpSpec, p2p, routed_experts};
+use crate::step::ops::{Op, OpSpec, logits_gemm, p2p, routed_experts};
 use crate::step::types::{OpKind, Phase, Quants, StepError};
 
 /// What a Nemotron-H config adds to the generic fields (1.1).
@@ -222,17 +222,6 @@ pub(crate) fn op_list(model: &ModelDesc, nh: &NemotronH, par: &Parallel, quants:
     }
     // The hand-off before the logits, unlike LLAMA's list.
     ops.push(p2p(par, h));
-    ops.push(op(
-        "logits_gemm",
-        OpKind::Gemm,
-        1.0,
-        OpSpec::Gemm {
-            n: model.vocab / tp,
-            k: h,
-            quant: GemmQuant::Bfloat16,
-            m_is_batch: context,
-            low_precision_input: false,
-        },
-    ));
+    ops.push(logits_gemm(model, tp, phase));
     ops
 }

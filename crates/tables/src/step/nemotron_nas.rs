@@ -8,9 +8,8 @@ use serde_json::Value;
 
 use crate::error::TablesError;
 use crate::model::ModelConfig;
-use crate::quant::GemmQuant;
 use crate::step::model::{ModelDesc, Parallel};
-use crate::step::ops::{Op, OpSpec, p2p};
+use crate::step::ops::{Op, OpSpec, logits_gemm, p2p};
 use crate::step::types::{OpKind, Phase, Quants, StepError};
 
 /// The attention ops' head size: the spec builds them without one, so they
@@ -182,18 +181,7 @@ pub(crate) fn op_list(model: &ModelDesc, nas: &NemotronNas, par: &Parallel, quan
         }
     }
     ops.push(p2p(par, h));
-    ops.push(op(
-        "logits_gemm",
-        OpKind::Gemm,
-        1.0,
-        OpSpec::Gemm {
-            n: model.vocab / tp,
-            k: h,
-            quant: GemmQuant::Bfloat16,
-            m_is_batch: context,
-            low_precision_input: false,
-        },
-    ));
+    ops.push(logits_gemm(model, tp, phase));
     ops
 }
 

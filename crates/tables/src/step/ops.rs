@@ -253,6 +253,20 @@ pub(crate) fn p2p(par: &Parallel, hidden: i64) -> Op {
     Op { base: "p2p", kind: OpKind::P2P, count: (par.pp - 1) as f64, spec: OpSpec::P2P { hidden, seq_split: true } }
 }
 
+/// The logits GEMM every family ends with: the vocabulary split by tp, at
+/// bfloat16 whatever the checkpoint, over one token per request (the
+/// batch) in context as in decode.
+pub(crate) fn logits_gemm(model: &ModelDesc, tp: i64, phase: Phase) -> Op {
+    let spec = OpSpec::Gemm {
+        n: model.vocab / tp,
+        k: model.hidden,
+        quant: GemmQuant::Bfloat16,
+        m_is_batch: phase == Phase::Context,
+        low_precision_input: false,
+    };
+    Op { base: "logits_gemm", kind: OpKind::Gemm, count: 1.0, spec }
+}
+
 /// SGLang's context-parallel KV all-gather of each layer (LLAMA, MOE,
 /// DEEPSEEK): the bytes a token keeps per layer, in 2-byte (half)
 /// elements, as the spec divides them (`kv_bytes(1) / layers / 2`).
@@ -375,18 +389,7 @@ fn dense_or_moe(model: &ModelDesc, par: &Parallel, quants: &Quants, phase: Phase
             OpSpec::GenerationAttention { n, n_kv, head_dim: d, window, kv: quants.kv },
         ),
     };
-    let logits = op(
-        "logits_gemm",
-        OpKind::Gemm,
-        1.0,
-        OpSpec::Gemm {
-            n: model.vocab / tp,
-            k: h,
-            quant: GemmQuant::Bfloat16,
-            m_is_batch: phase == Phase::Context,
-            low_precision_input: false,
-        },
-    );
+    let logits = logits_gemm(model, tp, phase);
     let mut ops = Vec::with_capacity(16);
     if model.gpt_oss {
         ops.push(attention(GPT_OSS_WINDOW));

@@ -12,7 +12,7 @@ use crate::kernels::{GdnKernel, GdnShape};
 use crate::model::ModelConfig;
 use crate::quant::GemmQuant;
 use crate::step::model::{ModelDesc, Parallel};
-use crate::step::ops::{Op, OpSpec, p2p, routed_experts};
+use crate::step::ops::{Op, OpSpec, logits_gemm, p2p, routed_experts};
 use crate::step::types::{OpKind, Phase, Quants, StepError};
 
 /// What a Qwen3.5 config adds to the generic fields (1.1).
@@ -215,18 +215,7 @@ pub(crate) fn op_list(model: &ModelDesc, q: &Qwen35, par: &Parallel, quants: &Qu
         ]);
         ffn(&mut ops, names, c);
     }
-    ops.push(op(
-        "logits_gemm",
-        OpKind::Gemm,
-        1.0,
-        OpSpec::Gemm {
-            n: model.vocab / tp,
-            k: h,
-            quant: GemmQuant::Bfloat16,
-            m_is_batch: context,
-            low_precision_input: false,
-        },
-    ));
+    ops.push(logits_gemm(model, tp, phase));
     ops.push(p2p(par, h));
     ops
 }
