@@ -190,10 +190,32 @@ impl<K: Eq + std::hash::Hash + Copy, const N: usize> DsaSlices<K, N> {
         Ok(DsaSlices { origin, file, full, skip: any_skip.then_some(skip), sol })
     }
 
-    /// The slice of `key`: the `trtllm` bucket, else `flashmla_kv`.
-    fn slice(&self, key: K, skip: bool) -> std::result::Result<Option<&Grid<N>>, ()> {
-        let table = if skip { self.skip.as_ref().ok_or(())? } else { &self.full };
-        Ok(table.get(&(key, Bucket::Trtllm)).or_else(|| table.get(&(key, Bucket::FlashmlaKv))))
+    /// The slice of `key`: the `trtllm` bucket, else `flashmla_kv`. A
+    /// skip-indexer lookup on a database whose files have no skip rows, and a
+    /// slice no file has (`unavailable`), are the spec's two misses (6.6).
+    fn slice(
+        &self,
+        key: K,
+        skip: bool,
+        phase: &str,
+        unavailable: impl Fn() -> KernelMiss,
+    ) -> std::result::Result<&Grid<N>, KernelMiss> {
+        let table = if skip {
+            self.skip.as_ref().ok_or_else(|| {
+                let (system, backend, version) = db_parts(&self.origin.db);
+                KernelMiss::new(
+                    &self.origin.db,
+                    self.file.file,
+                    format!(
+                        "{phase} DSA module skip_indexer perf data not loaded for system='{system}', \
+                         backend='{backend}', version='{version}'."
+                    ),
+                )
+            })?
+        } else {
+            &self.full
+        };
+        table.get(&(key, Bucket::Trtllm)).or_else(|| table.get(&(key, Bucket::FlashmlaKv))).ok_or_else(unavailable)
     }
 }
 
@@ -351,20 +373,7 @@ impl ContextDsaTable {
                 ),
             )
         };
-        let grid = match t.slice((q.fmha, q.kv, q.gemm, q.arch), q.skip_indexer) {
-            Err(()) => {
-                return Err(KernelMiss::new(
-                    &t.origin.db,
-                    t.file.file,
-                    format!(
-                        "Context DSA module skip_indexer perf data not loaded for system='{system}', \
-                         backend='{backend}', version='{version}'."
-                    ),
-                ));
-            }
-            Ok(None) => return Err(unavailable()),
-            Ok(Some(grid)) => grid,
-        };
+        let grid = t.slice((q.fmha, q.kv, q.gemm, q.arch), q.skip_indexer, "Context", &unavailable)?;
         let dims = q.arch.dims();
         let (kv_mem, fmha_mem, fmha_compute) = (q.kv.memory(), q.fmha.memory(), q.fmha.compute());
         let (gemm_mem, gemm_compute) = (q.gemm.memory(), q.gemm.compute());
@@ -400,20 +409,7 @@ impl GenerationDsaTable {
                 ),
             )
         };
-        let grid = match t.slice((q.kv, q.gemm, q.arch), q.skip_indexer) {
-            Err(()) => {
-                return Err(KernelMiss::new(
-                    &t.origin.db,
-                    t.file.file,
-                    format!(
-                        "Generation DSA module skip_indexer perf data not loaded for system='{system}', \
-                         backend='{backend}', version='{version}'."
-                    ),
-                ));
-            }
-            Ok(None) => return Err(unavailable()),
-            Ok(Some(grid)) => grid,
-        };
+        let grid = t.slice((q.kv, q.gemm, q.arch), q.skip_indexer, "Generation", &unavailable)?;
         let dims = q.arch.dims();
         let (kv_mem, gemm_mem, gemm_compute) = (q.kv.memory(), q.gemm.memory(), q.gemm.compute());
         let sol = |c: &[i64; 3]| t.sol.dsa_generation(&dims, (c[1], c[2], c[0]), kv_mem, gemm_mem, gemm_compute);
