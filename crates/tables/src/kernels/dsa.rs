@@ -373,7 +373,7 @@ impl ContextDsaTable {
                 ),
             )
         };
-        let grid = t.slice((q.fmha, q.kv, q.gemm, q.arch), q.skip_indexer, "Context", &unavailable)?;
+        let grid = t.slice((q.fmha, q.kv, q.gemm, q.arch), q.skip_indexer, "Context", unavailable)?;
         let dims = q.arch.dims();
         let (kv_mem, fmha_mem, fmha_compute) = (q.kv.memory(), q.fmha.memory(), q.fmha.compute());
         let (gemm_mem, gemm_compute) = (q.gemm.memory(), q.gemm.compute());
@@ -409,7 +409,7 @@ impl GenerationDsaTable {
                 ),
             )
         };
-        let grid = t.slice((q.kv, q.gemm, q.arch), q.skip_indexer, "Generation", &unavailable)?;
+        let grid = t.slice((q.kv, q.gemm, q.arch), q.skip_indexer, "Generation", unavailable)?;
         let dims = q.arch.dims();
         let (kv_mem, gemm_mem, gemm_compute) = (q.kv.memory(), q.gemm.memory(), q.gemm.compute());
         let sol = |c: &[i64; 3]| t.sol.dsa_generation(&dims, (c[1], c[2], c[0]), kv_mem, gemm_mem, gemm_compute);
