@@ -31,6 +31,54 @@ impl DsaDims {
     pub fn index_bytes(&self) -> i128 {
         index_key_bytes(self.index_head_dim)
     }
+
+    /// `qk_nope + qk_rope`: a query / key head's width.
+    fn qk(&self) -> i128 {
+        i128::from(self.qk_nope + self.qk_rope)
+    }
+
+    /// `kv_lora + qk_rope`: the latent a token keeps.
+    fn latent(&self) -> i128 {
+        i128::from(self.kv_lora + self.qk_rope)
+    }
+
+    /// `[hidden, q_lora, kv_lora, qk_nope, v_head, index_head_dim,
+    /// index_heads, down-projection width]` as Python ints.
+    fn widths(&self) -> [i128; 8] {
+        let proj_out = self.q_lora + self.kv_lora + self.qk_rope + self.index_head_dim;
+        [
+            self.hidden,
+            self.q_lora,
+            self.kv_lora,
+            self.qk_nope,
+            self.v_head,
+            self.index_head_dim,
+            self.index_heads,
+            proj_out,
+        ]
+        .map(i128::from)
+    }
+
+    /// Flops of the module's projections (down, q-up, indexer q and
+    /// weights, output, the absorbed k / v up-projections) for `t` tokens
+    /// over `n` heads; the same terms in both phases (6.2), exact ints.
+    fn projection_flops(&self, t: i128, n: i128) -> i128 {
+        let [hs, ql, kl, qn, vd, ihd, inh, proj_out] = self.widths();
+        let qk = self.qk();
+        2 * t * hs * proj_out
+            + 2 * t * ql * (n * qk)
+            + 2 * t * ql * (inh * ihd)
+            + 2 * t * hs * inh
+            + 2 * t * (n * vd) * hs
+            + 2 * n * t * qn * kl
+            + 2 * n * t * kl * vd
+    }
+
+    /// Weight elements the module reads for `n` heads (6.2).
+    fn weight_elements(&self, n: i128) -> i128 {
+        let [hs, ql, _, _, vd, ihd, inh, proj_out] = self.widths();
+        hs * proj_out + ql * n * self.qk() + ql * inh * ihd + hs * inh + n * vd * hs
+    }
 }
 
 /// `ihd + ceil(ihd / 128) * 4`: an FP8 indexer key with its scales.
@@ -357,28 +405,11 @@ impl OpSol {
         skip: bool,
     ) -> f64 {
         let [b, s, prefix, n] = [b, s, prefix, n].map(i128::from);
-        let [hs, ql, kl, qn, qr, vd, itk, ihd, inh] = [
-            d.hidden,
-            d.q_lora,
-            d.kv_lora,
-            d.qk_nope,
-            d.qk_rope,
-            d.v_head,
-            d.index_topk,
-            d.index_head_dim,
-            d.index_heads,
-        ]
-        .map(i128::from);
-        let (qk, ad, proj_out, idx_bytes) = (qn + qr, kl + qr, ql + kl + qr + ihd, d.index_bytes());
+        let [kl, itk, ihd, inh] = [d.kv_lora, d.index_topk, d.index_head_dim, d.index_heads].map(i128::from);
+        let (qk, ad, idx_bytes) = (d.qk(), d.latent(), d.index_bytes());
         let full = s + prefix;
         let t = b * s;
-        let gemm_ops = 2 * t * hs * proj_out
-            + 2 * t * ql * (n * qk)
-            + 2 * t * ql * (inh * ihd)
-            + 2 * t * hs * inh
-            + 2 * t * (n * vd) * hs
-            + 2 * n * t * qn * kl
-            + 2 * n * t * kl * vd;
+        let gemm_ops = d.projection_flops(t, n);
         let indexed = !skip && full > itk;
         let idx_ops = if indexed { 2 * t * inh * ihd * full } else { 0 };
         let eff = full.min(itk);
@@ -390,7 +421,7 @@ impl OpSol {
             (b * (itk * (itk + 1) - prefix * (prefix + 1))).div_euclid(2) + b * (full - itk) * itk
         };
         let attn_ops = 2 * n * (ad + kl) * pairs;
-        let weights = hs * proj_out + ql * n * qk + ql * inh * ihd + hs * inh + n * vd * hs;
+        let weights = d.weight_elements(n);
         // Left to right: the ints join a float weights term one by one.
         let terms = [
             b * n * eff * ad * i128::from(kv_mem),
@@ -415,31 +446,14 @@ impl OpSol {
         gemm_compute: i64,
     ) -> f64 {
         let [b, s, n] = [b, s, n].map(i128::from);
-        let [hs, ql, kl, qn, qr, vd, itk, ihd, inh] = [
-            d.hidden,
-            d.q_lora,
-            d.kv_lora,
-            d.qk_nope,
-            d.qk_rope,
-            d.v_head,
-            d.index_topk,
-            d.index_head_dim,
-            d.index_heads,
-        ]
-        .map(i128::from);
-        let (qk, ad, proj_out, idx_bytes) = (qn + qr, kl + qr, ql + kl + qr + ihd, d.index_bytes());
+        let [kl, itk, ihd, inh] = [d.kv_lora, d.index_topk, d.index_head_dim, d.index_heads].map(i128::from);
+        let (ad, idx_bytes) = (d.latent(), d.index_bytes());
         let t = b;
         let eff = s.min(itk);
-        let gemm_ops = 2 * t * hs * proj_out
-            + 2 * t * ql * n * qk
-            + 2 * t * ql * inh * ihd
-            + 2 * t * hs * inh
-            + 2 * t * n * vd * hs
-            + 2 * n * t * qn * kl
-            + 2 * n * t * kl * vd;
+        let gemm_ops = d.projection_flops(t, n);
         let idx_ops = 2 * t * inh * ihd * s;
         let attn_ops = 2 * t * n * (ad + kl) * eff;
-        let weights = hs * proj_out + ql * n * qk + ql * inh * ihd + hs * inh + n * vd * hs;
+        let weights = d.weight_elements(n);
         let bytes =
             num_sum(py_mul(Num::Int(weights), gemm_mem), &[b * s * idx_bytes, b * eff * ad * i128::from(kv_mem)]);
         let math = div(Num::Int(gemm_ops), self.tc_flops(gemm_compute))
