@@ -85,32 +85,17 @@ impl SessionBuilder {
         Self { tree, config: Self::default_config(), runtime: None }
     }
 
-    /// The configuration every aicsql session starts from.
+    /// The configuration every aicsql session starts from (see
+    /// [`aicsql_udfs::session_config`]).
     pub fn default_config() -> SessionConfig {
-        Self::keep_estimates_in_place(
-            SessionConfig::new().with_information_schema(true).with_option_extension(AicOptions::default()),
-        )
-    }
-
-    /// DataFusion 55's leaf-expression pushdown moves `get_field` of a
-    /// column below a filter by inlining the column's definition, so
-    /// `SELECT e['ttft_ms'] FROM (SELECT estimate_agg(...) AS e FROM t WHERE ...)`
-    /// would price (and fail on) the rows the filter drops. The estimators
-    /// are expensive and can fail: aicsql sessions turn that rewrite off.
-    fn keep_estimates_in_place(mut config: SessionConfig) -> SessionConfig {
-        config.options_mut().optimizer.enable_leaf_expression_pushdown = false;
-        config
+        aicsql_udfs::session_config(SessionConfig::new())
     }
 
     /// Replaces the session configuration (the `aic` options and
     /// `information_schema` are added if missing, leaf-expression pushdown
-    /// is turned off; see [`Self::default_config`]).
+    /// is turned off; see [`aicsql_udfs::session_config`]).
     pub fn config(mut self, config: SessionConfig) -> Self {
-        let mut config = config.with_information_schema(true);
-        if config.options().extensions.get::<AicOptions>().is_none() {
-            config = config.with_option_extension(AicOptions::default());
-        }
-        self.config = Self::keep_estimates_in_place(config);
+        self.config = aicsql_udfs::session_config(config);
         self
     }
 

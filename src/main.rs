@@ -53,6 +53,12 @@ struct Args {
     #[arg(long = "data-option", value_name = "KEY=VALUE", global = true, value_parser = aicsql_remote::parse_option)]
     data_option: Vec<(String, String)>,
 
+    /// Run the queries on the Ballista cluster whose scheduler is at URL
+    /// (df://host:port, started with `aicsql cluster scheduler`); every
+    /// process of the cluster must mount the same data
+    #[arg(long, value_name = "URL")]
+    cluster: Option<String>,
+
     /// Print only query results (no timing, no banner)
     #[arg(short, long)]
     quiet: bool,
@@ -87,12 +93,75 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// Run a process of a Ballista cluster that serves aicsql queries
+    /// (`aicsql --cluster df://host:port` connects to it)
+    Cluster {
+        #[command(subcommand)]
+        role: ClusterRole,
+    },
     /// Print the function reference (every function, setting and catalog
     /// table, as docs/functions.md holds it)
     Docs {
         /// Write it to this file instead of standard output
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ClusterRole {
+    /// The scheduler: plans distributed queries and hands their tasks to
+    /// the executors
+    Scheduler {
+        /// Address to listen on
+        #[arg(long, default_value = "127.0.0.1")]
+        bind_host: String,
+        /// Port to listen on
+        #[arg(long, default_value_t = aicsql_cluster::DEFAULT_SCHEDULER_PORT)]
+        bind_port: u16,
+        /// Host name executors and clients reach the scheduler by
+        #[arg(long, default_value = "localhost")]
+        external_host: String,
+        /// Seconds without a heartbeat after which an executor is dead and
+        /// its tasks are retried elsewhere
+        #[arg(long, default_value_t = 180)]
+        executor_timeout_seconds: u64,
+        /// Seconds between looks for dead executors
+        #[arg(long, default_value_t = 15)]
+        expire_dead_executor_interval_seconds: u64,
+        /// Attempts of a task before its query fails
+        #[arg(long, default_value_t = 4)]
+        task_max_failures: usize,
+    },
+    /// An executor: runs tasks (partitions of queries) for a scheduler
+    Executor {
+        /// Address to listen on
+        #[arg(long, default_value = "127.0.0.1")]
+        bind_host: String,
+        /// Host name the scheduler and other executors reach this one by
+        #[arg(long)]
+        external_host: Option<String>,
+        /// Arrow Flight port (shuffle data)
+        #[arg(long, default_value_t = 50051)]
+        bind_port: u16,
+        /// gRPC port
+        #[arg(long, default_value_t = 50052)]
+        bind_grpc_port: u16,
+        /// Scheduler host
+        #[arg(long, default_value = "localhost")]
+        scheduler_host: String,
+        /// Scheduler port
+        #[arg(long, default_value_t = aicsql_cluster::DEFAULT_SCHEDULER_PORT)]
+        scheduler_port: u16,
+        /// Tasks run at once (default: the machine's cores)
+        #[arg(long)]
+        concurrent_tasks: Option<usize>,
+        /// Directory for shuffle files (default: a temporary directory)
+        #[arg(long)]
+        work_dir: Option<String>,
+        /// Seconds between heartbeats to the scheduler
+        #[arg(long, default_value_t = 60)]
+        heartbeat_interval_seconds: u64,
     },
 }
 
@@ -248,6 +317,65 @@ async fn mount_roots(roots: &[String], options: &[(String, String)], quiet: bool
         .map_err(|e| DataFusionError::External(Box::new(e)))
 }
 
+/// Runs a scheduler or an executor over the mounted data until stopped.
+async fn serve(args: &Args, role: &ClusterRole) -> Result<()> {
+    // Ballista reports through the `log` crate: info by default, RUST_LOG
+    // to change it.
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).try_init();
+    let tree = SessionBuilder::open(&data_dirs(args).await?)?.tree().clone();
+    let mount = aicsql_cluster::Mount::new(tree);
+    log::info!(
+        "aicsql cluster: {} perf files mounted, data fingerprint {:016x}",
+        mount.tree().perf_files().len(),
+        mount.fingerprint()
+    );
+    match role {
+        ClusterRole::Scheduler {
+            bind_host,
+            bind_port,
+            external_host,
+            executor_timeout_seconds,
+            expire_dead_executor_interval_seconds,
+            task_max_failures,
+        } => {
+            let options = aicsql_cluster::SchedulerOptions {
+                bind_host: bind_host.clone(),
+                bind_port: *bind_port,
+                external_host: external_host.clone(),
+                executor_timeout_seconds: *executor_timeout_seconds,
+                expire_dead_executor_interval_seconds: *expire_dead_executor_interval_seconds,
+                task_max_failures: *task_max_failures,
+            };
+            aicsql_cluster::run_scheduler(mount, options).await
+        }
+        ClusterRole::Executor {
+            bind_host,
+            external_host,
+            bind_port,
+            bind_grpc_port,
+            scheduler_host,
+            scheduler_port,
+            concurrent_tasks,
+            work_dir,
+            heartbeat_interval_seconds,
+        } => {
+            let defaults = aicsql_cluster::ExecutorOptions::default();
+            let options = aicsql_cluster::ExecutorOptions {
+                bind_host: bind_host.clone(),
+                external_host: external_host.clone(),
+                port: *bind_port,
+                grpc_port: *bind_grpc_port,
+                scheduler_host: scheduler_host.clone(),
+                scheduler_port: *scheduler_port,
+                vcores: concurrent_tasks.unwrap_or(defaults.vcores),
+                work_dir: work_dir.clone(),
+                heartbeat_interval_seconds: *heartbeat_interval_seconds,
+            };
+            aicsql_cluster::run_executor(mount, options).await
+        }
+    }
+}
+
 async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
     if let Some(Command::Data { action: DataAction::Fetch }) = &args.command {
         let mut dirs = Vec::new();
@@ -328,15 +456,28 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
         };
     }
 
+    if let Some(Command::Cluster { role }) = &args.command {
+        return serve(&args, role).await;
+    }
+
     let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
     let runtime_env = RuntimeEnvBuilder::new().with_object_store_registry(registry.clone()).build_arc()?;
     let builder = SessionBuilder::open(&data_dirs(&args).await?)?.runtime(runtime_env);
-    let ctx = builder.build().enable_url_table();
-    // Let `CREATE EXTERNAL TABLE ... LOCATION 's3://...'` and URL tables find their stores.
-    ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
-        ctx.state().catalog_list().clone(),
-        ctx.state_weak_ref(),
-    )));
+    let ctx = match &args.cluster {
+        Some(url) => {
+            let mount = aicsql_cluster::Mount::new(Arc::clone(builder.tree()));
+            aicsql_cluster::connect(url, &mount, SessionBuilder::default_config()).await?
+        }
+        None => {
+            let ctx = builder.build().enable_url_table();
+            // Let `CREATE EXTERNAL TABLE ... LOCATION 's3://...'` and URL tables find their stores.
+            ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
+                ctx.state().catalog_list().clone(),
+                ctx.state_weak_ref(),
+            )));
+            ctx
+        }
+    };
 
     // Long calls (a support-matrix scan of searches) say how far they are,
     // on a terminal only.

@@ -20,9 +20,9 @@ mod prune;
 mod scan;
 mod schema_merge;
 
-pub use meta::{MetaKind, MetaSchema};
-pub use perf::{KEY_COLUMNS, PerfSchema, PerfTable};
-pub use scan::PerfScanExec;
+pub use meta::{MetaKind, MetaSchema, MetaTable};
+pub use perf::{KEY_COLUMNS, PerfScanPartitions, PerfSchema, PerfTable};
+pub use scan::{DbKey, PerfScanExec, PerfScanPlan};
 
 /// Name under which the catalog is registered.
 pub const CATALOG_NAME: &str = "aic";
@@ -37,6 +37,16 @@ pub struct AicCatalog {
 impl AicCatalog {
     pub fn new(tree: Arc<DataTree>) -> Self {
         Self { perf: Arc::new(PerfSchema::new(Arc::clone(&tree))), meta: Arc::new(MetaSchema::new(tree)) }
+    }
+
+    /// Schema `aic.perf`.
+    pub fn perf(&self) -> &Arc<PerfSchema> {
+        &self.perf
+    }
+
+    /// Schema `aic.meta`.
+    pub fn meta(&self) -> &Arc<MetaSchema> {
+        &self.meta
     }
 }
 

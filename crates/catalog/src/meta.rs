@@ -111,15 +111,7 @@ impl SchemaProvider for MetaSchema {
         let Some(kind) = MetaKind::ALL.into_iter().find(|k| k.name() == name) else {
             return Ok(None);
         };
-        let schema = match kind {
-            MetaKind::Databases => databases_schema(),
-            MetaKind::CommLibraries => comm_libraries_schema(),
-            MetaKind::Systems => systems_schema(),
-            MetaKind::Models => models_schema(),
-            MetaKind::ModelGemms => model_gemms_schema(),
-            MetaKind::SupportMatrix => support_matrix_schema(&self.tree)?,
-        };
-        Ok(Some(Arc::new(MetaTable { tree: Arc::clone(&self.tree), kind, schema })))
+        Ok(Some(Arc::new(MetaTable::try_new(Arc::clone(&self.tree), kind)?)))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -133,6 +125,24 @@ pub struct MetaTable {
     tree: Arc<DataTree>,
     kind: MetaKind,
     schema: SchemaRef,
+}
+
+impl MetaTable {
+    pub fn try_new(tree: Arc<DataTree>, kind: MetaKind) -> Result<Self> {
+        let schema = match kind {
+            MetaKind::Databases => databases_schema(),
+            MetaKind::CommLibraries => comm_libraries_schema(),
+            MetaKind::Systems => systems_schema(),
+            MetaKind::Models => models_schema(),
+            MetaKind::ModelGemms => model_gemms_schema(),
+            MetaKind::SupportMatrix => support_matrix_schema(&tree)?,
+        };
+        Ok(Self { tree, kind, schema })
+    }
+
+    pub fn kind(&self) -> MetaKind {
+        self.kind
+    }
 }
 
 #[async_trait]

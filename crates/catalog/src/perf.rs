@@ -17,7 +17,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use aicsql_tables::{DataTree, PerfFile};
 
 use crate::prune;
-use crate::scan::{PerfScanExec, ScanFile};
+use crate::scan::{PerfScanExec, PerfScanPlan, ScanFile};
 use crate::schema_merge::{table_type, widen};
 
 /// The columns every perf table starts with, taken from the file's path.
@@ -36,6 +36,20 @@ impl PerfSchema {
         let kinds = tree.table_kinds();
         Self { tree, kinds, tables: Mutex::new(HashMap::new()) }
     }
+
+    /// The table of a kind, built once (its files' footers read) and shared.
+    pub fn perf_table(&self, name: &str) -> Result<Option<Arc<PerfTable>>> {
+        if !self.table_exist(name) {
+            return Ok(None);
+        }
+        if let Some(t) = self.tables.lock().map_err(poisoned)?.get(name) {
+            return Ok(Some(Arc::clone(t)));
+        }
+        let table = Arc::new(PerfTable::try_new(Arc::clone(&self.tree), name)?);
+        let mut tables = self.tables.lock().map_err(poisoned)?;
+        let table = tables.entry(name.to_string()).or_insert(table);
+        Ok(Some(Arc::clone(table)))
+    }
 }
 
 #[async_trait]
@@ -45,16 +59,7 @@ impl SchemaProvider for PerfSchema {
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        if !self.table_exist(name) {
-            return Ok(None);
-        }
-        if let Some(t) = self.tables.lock().map_err(poisoned)?.get(name) {
-            return Ok(Some(Arc::clone(t) as _));
-        }
-        let table = Arc::new(PerfTable::try_new(Arc::clone(&self.tree), name)?);
-        let mut tables = self.tables.lock().map_err(poisoned)?;
-        let table = tables.entry(name.to_string()).or_insert(table);
-        Ok(Some(Arc::clone(table) as _))
+        Ok(self.perf_table(name)?.map(|t| t as _))
     }
 
     /// Answered from the directory listing, so `SHOW TABLES` opens no file.
@@ -79,6 +84,18 @@ pub(crate) enum Source {
     /// A file column, by its name in the files.
     File(String),
 }
+
+/// A session extension capping the partitions of an `aic.perf` scan.
+///
+/// A scan is split into runs of files, one per partition, up to
+/// `datafusion.execution.target_partitions`. Ballista hands each task of a
+/// stage a slice of the stage's partitions by rewriting the leaves it knows
+/// (file and memory scans); a leaf it does not know keeps every partition,
+/// so each of N tasks would read the whole table. An aicsql cluster
+/// therefore plans each perf scan as one partition (the tables are small;
+/// the work they drive is what gets distributed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerfScanPartitions(pub usize);
 
 /// One perf-table kind over all databases.
 #[derive(Debug)]
@@ -127,6 +144,58 @@ impl PerfTable {
     pub fn files(&self) -> impl Iterator<Item = &PerfFile> {
         self.files.iter().map(|f| &f.file)
     }
+
+    /// Table kind (`gemm`, `moe`, ...).
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// Rebuilds a scan described by [`PerfScanExec::plan`] over this
+    /// process's mount. A database the plan names that this mount does not
+    /// serve for the kind is an error naming it (the processes mount
+    /// different data), never an empty scan.
+    pub fn scan_plan(&self, plan: &PerfScanPlan) -> Result<PerfScanExec> {
+        if plan.kind != self.kind {
+            return Err(DataFusionError::Internal(format!(
+                "aic.perf.{}: asked to rebuild a scan of aic.perf.{}",
+                self.kind, plan.kind
+            )));
+        }
+        if let Some(&bad) = plan.projection.iter().find(|&&i| i >= self.schema.fields().len()) {
+            return Err(DataFusionError::Execution(format!(
+                "aic.perf.{}: the plan reads column {bad}, but this mount's table has {} columns (the processes \
+                 mount different data)",
+                self.kind,
+                self.schema.fields().len()
+            )));
+        }
+        let mut groups = Vec::with_capacity(plan.groups.len());
+        for keys in &plan.groups {
+            let mut group = Vec::with_capacity(keys.len());
+            for key in keys {
+                let file = self.files.iter().find(|f| key.matches(&f.file)).ok_or_else(|| {
+                    DataFusionError::Execution(format!(
+                        "aic.perf.{}: this process's data has no {} table for {}/{}/{} (the processes mount \
+                         different data)",
+                        self.kind, self.kind, key.system, key.backend, key.version
+                    ))
+                })?;
+                group.push(file.clone());
+            }
+            groups.push(group);
+        }
+        Ok(PerfScanExec::grouped(
+            Arc::clone(&self.tree),
+            self.kind.clone(),
+            Arc::clone(&self.schema),
+            self.sources.clone(),
+            plan.projection.clone(),
+            groups,
+            plan.total_files,
+            plan.limit,
+            plan.batch_size,
+        ))
+    }
 }
 
 #[async_trait]
@@ -170,7 +239,10 @@ impl TableProvider for PerfTable {
             selected,
             self.files.len(),
             limit,
-            state.config().target_partitions(),
+            match state.config().get_extension::<PerfScanPartitions>() {
+                Some(cap) => state.config().target_partitions().min(cap.0).max(1),
+                None => state.config().target_partitions(),
+            },
             state.config().batch_size(),
         )))
     }

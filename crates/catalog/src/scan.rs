@@ -58,11 +58,27 @@ impl PerfScanExec {
         target_partitions: usize,
         batch_size: usize,
     ) -> Self {
-        let projected =
-            Arc::new(Schema::new(projection.iter().map(|&i| table_schema.field(i).clone()).collect::<Vec<_>>()));
         let n_groups = target_partitions.max(1).min(files.len()).max(1);
         let per_group = files.len().div_ceil(n_groups).max(1);
-        let mut groups: Vec<Vec<ScanFile>> = files.chunks(per_group).map(<[ScanFile]>::to_vec).collect();
+        let groups: Vec<Vec<ScanFile>> = files.chunks(per_group).map(<[ScanFile]>::to_vec).collect();
+        Self::grouped(tree, kind, table_schema, sources, projection, groups, total_files, limit, batch_size)
+    }
+
+    /// A scan of files already grouped into output partitions.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn grouped(
+        tree: Arc<DataTree>,
+        kind: String,
+        table_schema: SchemaRef,
+        sources: Vec<Source>,
+        projection: Vec<usize>,
+        mut groups: Vec<Vec<ScanFile>>,
+        total_files: usize,
+        limit: Option<usize>,
+        batch_size: usize,
+    ) -> Self {
+        let projected =
+            Arc::new(Schema::new(projection.iter().map(|&i| table_schema.field(i).clone()).collect::<Vec<_>>()));
         if groups.is_empty() {
             groups.push(Vec::new());
         }
@@ -90,6 +106,52 @@ impl PerfScanExec {
     fn selected_files(&self) -> impl Iterator<Item = &ScanFile> {
         self.groups.iter().flatten()
     }
+
+    /// What the scan reads, in terms another process can rebuild it from
+    /// over its own mount of the same data ([`crate::PerfTable::scan_plan`]).
+    pub fn plan(&self) -> PerfScanPlan {
+        PerfScanPlan {
+            kind: self.kind.clone(),
+            projection: self.projection.clone(),
+            groups: self.groups.iter().map(|g| g.iter().map(|f| DbKey::of(&f.file)).collect()).collect(),
+            total_files: self.total_files,
+            limit: self.limit,
+            batch_size: self.batch_size,
+        }
+    }
+}
+
+/// A database by name: (system, backend, version).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DbKey {
+    pub system: String,
+    pub backend: String,
+    pub version: String,
+}
+
+impl DbKey {
+    pub(crate) fn of(file: &PerfFile) -> Self {
+        Self { system: file.system.clone(), backend: file.backend.clone(), version: file.version.clone() }
+    }
+
+    pub(crate) fn matches(&self, file: &PerfFile) -> bool {
+        self.system == file.system && self.backend == file.backend && self.version == file.version
+    }
+}
+
+/// A [`PerfScanExec`] as a durable description: no paths, no handles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerfScanPlan {
+    /// Table kind (`gemm`, `moe`, ...).
+    pub kind: String,
+    /// Table columns read, in output order.
+    pub projection: Vec<usize>,
+    /// The selected databases' files, grouped by output partition, in order.
+    pub groups: Vec<Vec<DbKey>>,
+    /// Files of the kind before pruning (for display).
+    pub total_files: usize,
+    pub limit: Option<usize>,
+    pub batch_size: usize,
 }
 
 impl DisplayAs for PerfScanExec {

@@ -6,21 +6,21 @@ use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, ScalarValue, plan_err};
-use datafusion::datasource::MemTable;
+use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::Documentation;
 
 use aicsql_tables::DataTree;
-use aicsql_tables::step::{Lookup, OpRow, RowKind, StepError, StepModel, StepReport};
+use aicsql_tables::step::{Lookup, OpRow, Phase, RowKind, StepError, StepModel, StepReport, StepShape};
 
 use crate::DOC_SECTION_AICSQL;
-use crate::args::{constant, constant_int, constant_text};
+use crate::args::{constant_int, constant_text};
 use crate::config::{AicOptions, OnMiss};
-use crate::database::resolve;
+use crate::database::{Database, resolve};
 use crate::errors::step_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
 use crate::step_args::{ARGS, ARITIES, ARITIES_TEXT, phase, shape, with_step_arguments};
+use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "engine_step";
 
@@ -79,20 +79,20 @@ impl EngineStep {
     }
 }
 
-impl TableFunctionImpl for EngineStep {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let exprs = args.exprs();
-        if !ARITIES.contains(&exprs.len()) {
-            return plan_err!("{NAME}({}) takes {ARITIES_TEXT} arguments, got {}", ARGS.join(", "), exprs.len());
+/// A checked call: the model, the database, the phase and the shape.
+struct StepCall {
+    model: String,
+    database: Database,
+    phase: Phase,
+    shape: StepShape,
+}
+
+impl EngineStep {
+    /// The call's arguments checked (`None`: a NULL argument, no rows).
+    fn call(&self, values: &[ScalarValue], options: &AicOptions) -> Result<Option<StepCall>> {
+        if !ARITIES.contains(&values.len()) {
+            return plan_err!("{NAME}({}) takes {ARITIES_TEXT} arguments, got {}", ARGS.join(", "), values.len());
         }
-        let session = args.session();
-        let values: Vec<ScalarValue> =
-            exprs.iter().enumerate().map(|(i, e)| constant(NAME, session, e, i + 1)).collect::<Result<_>>()?;
-        let options = AicOptions::from_config(session.config().options())?;
-        let schema = Self::schema();
-        let empty = || -> Result<Arc<dyn TableProvider>> {
-            Ok(Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![]])?))
-        };
         // Every argument's type is checked before a NULL short-circuits the
         // call: a wrong type is an error whatever the other arguments are.
         let texts = (
@@ -103,15 +103,37 @@ impl TableFunctionImpl for EngineStep {
         let ints: Vec<Option<i64>> =
             values[3..].iter().enumerate().map(|(i, v)| constant_int(NAME, i + 4, v)).collect::<Result<_>>()?;
         let (Some(model), Some(db), Some(phase_name)) = texts else {
-            return empty();
+            return Ok(None);
         };
         let (Some(tp), Some(batch), Some(isl), Some(osl)) = (ints[0], ints[1], ints[2], ints[3]) else {
-            return empty();
+            return Ok(None);
         };
         let phase = phase(NAME, &phase_name)?;
         let arg = |i: usize| ints.get(i).copied().flatten();
         let shape = shape(NAME, [tp, batch, isl, osl], [arg(4), arg(5)], [arg(6), arg(7), arg(8)])?;
-        let database = resolve(NAME, &self.tree, &db, &options)?;
+        let database = resolve(NAME, &self.tree, &db, options)?;
+        Ok(Some(StepCall { model, database, phase, shape }))
+    }
+}
+
+impl RowsFunction for EngineStep {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn schema(&self) -> SchemaRef {
+        EngineStep::schema()
+    }
+
+    fn check(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<()> {
+        self.call(args, &AicOptions::from_config(config)?).map(|_| ())
+    }
+
+    fn rows(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<RecordBatch> {
+        let options = AicOptions::from_config(config)?;
+        let Some(StepCall { model, database, phase, shape }) = self.call(args, &options)? else {
+            return Ok(RecordBatch::new_empty(EngineStep::schema()));
+        };
         let db_name = database.name();
         let report = StepModel::new(
             &self.tree,
@@ -129,8 +151,7 @@ impl TableFunctionImpl for EngineStep {
             }
             Err(e) => return Err(step_error(NAME, &model, &db_name, e)),
         };
-        let rows = table_rows(&db_name, phase.name(), &outcome)?;
-        Ok(Arc::new(MemTable::try_new(schema, vec![vec![rows]])?))
+        table_rows(&db_name, phase.name(), &outcome)
     }
 }
 

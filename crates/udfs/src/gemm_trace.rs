@@ -8,20 +8,20 @@ use datafusion::arrow::array::{
     ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, ScalarValue, plan_err};
-use datafusion::datasource::MemTable;
+use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::Documentation;
 
 use aicsql_tables::error::ErrorClass;
-use aicsql_tables::{DataTree, GemmTable, TraceStep};
+use aicsql_tables::{DataTree, GemmQuant, GemmTable, TraceStep};
 
 use crate::DOC_SECTION_AICSQL;
-use crate::args::{constant, constant_int, constant_text};
+use crate::args::{constant_int, constant_text};
 use crate::config::AicOptions;
-use crate::database::resolve;
+use crate::database::{Database, resolve};
 use crate::errors::tables_error;
 use crate::gemm_args::{check_shape, quant};
+use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "gemm_trace";
 /// The arguments, in order: two texts, then three integers.
@@ -106,17 +106,19 @@ impl GemmTrace {
     }
 }
 
-impl TableFunctionImpl for GemmTrace {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let exprs = args.exprs();
-        if exprs.len() != 5 {
-            return plan_err!("{NAME}({}) takes 5 arguments, got {}", ARGS.join(", "), exprs.len());
+/// A checked call: the database, the quant and the shape.
+struct TraceCall {
+    database: Database,
+    quant: GemmQuant,
+    shape: (i64, i64, i64),
+}
+
+impl GemmTrace {
+    /// The call's arguments checked (`None`: a NULL argument, no rows).
+    fn call(&self, values: &[ScalarValue], options: &AicOptions) -> Result<Option<TraceCall>> {
+        if values.len() != 5 {
+            return plan_err!("{NAME}({}) takes 5 arguments, got {}", ARGS.join(", "), values.len());
         }
-        let session = args.session();
-        let values: Vec<ScalarValue> =
-            exprs.iter().enumerate().map(|(i, e)| constant(NAME, session, e, i + 1)).collect::<Result<_>>()?;
-        let options = AicOptions::from_config(session.config().options())?;
-        let schema = Self::schema();
         let (db, q, m, n, k) = (
             constant_text(NAME, 1, &values[0])?,
             constant_text(NAME, 2, &values[1])?,
@@ -125,12 +127,35 @@ impl TableFunctionImpl for GemmTrace {
             constant_int(NAME, 5, &values[4])?,
         );
         let (Some(db), Some(q), Some(m), Some(n), Some(k)) = (db, q, m, n, k) else {
-            // NULL in, nothing out.
-            return Ok(Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![]])?));
+            return Ok(None);
         };
         let quant = quant(NAME, &q)?;
-        let database = resolve(NAME, &self.tree, &db, &options)?;
+        let database = resolve(NAME, &self.tree, &db, options)?;
         check_shape(NAME, m, n, k)?;
+        Ok(Some(TraceCall { database, quant, shape: (m, n, k) }))
+    }
+}
+
+impl RowsFunction for GemmTrace {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn schema(&self) -> SchemaRef {
+        GemmTrace::schema()
+    }
+
+    fn check(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<()> {
+        self.call(args, &AicOptions::from_config(config)?).map(|_| ())
+    }
+
+    fn rows(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<RecordBatch> {
+        let options = AicOptions::from_config(config)?;
+        let schema = GemmTrace::schema();
+        let Some(TraceCall { database, quant, shape: (m, n, k) }) = self.call(args, &options)? else {
+            // NULL in, nothing out.
+            return Ok(RecordBatch::new_empty(schema));
+        };
         // A database without a GEMM table traces as one `miss` row naming
         // why, like a quant it has no data for; corrupt data stays an error.
         let steps = match GemmTable::cached(
@@ -145,8 +170,7 @@ impl TableFunctionImpl for GemmTrace {
             Err(e) if e.class() == ErrorClass::Miss => vec![TraceStep::miss(e.to_string())],
             Err(e) => return Err(tables_error(NAME, e)),
         };
-        let batch = trace_batch(&schema, &database.name(), quant.name(), (m, n, k), &steps)?;
-        Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+        trace_batch(&schema, &database.name(), quant.name(), (m, n, k), &steps)
     }
 }
 

@@ -28,12 +28,14 @@ pub mod step_latency;
 mod step_models;
 pub mod step_status;
 mod struct_out;
+pub mod table_call;
 
 use std::sync::Arc;
 
 use datafusion::catalog::TableFunctionImpl;
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::{DocSection, Documentation, ScalarUDF};
+use datafusion::prelude::SessionConfig;
 
 use aicsql_tables::DataTree;
 
@@ -51,6 +53,7 @@ pub use search_default::SearchDefault;
 pub use search_disagg::SearchDisagg;
 pub use step_latency::StepLatency;
 pub use step_status::StepStatus;
+pub use table_call::{RowsFunction, RowsUdtf, TableCall, TableCallExec};
 
 /// The mounted tree as a function field: functions compare and hash by
 /// identity (two registrations over the same tree are the same function).
@@ -100,15 +103,23 @@ pub fn scalar_functions(tree: &Arc<DataTree>) -> Vec<ScalarUDF> {
     ]
 }
 
-/// The aicsql table functions, by the name they are registered under.
-pub fn table_functions(tree: &Arc<DataTree>) -> Vec<(&'static str, Arc<dyn TableFunctionImpl>)> {
+/// The table functions' row computations, for registration and for codecs
+/// that rebuild a call by its function's name in another process.
+pub fn rows_functions(tree: &Arc<DataTree>) -> Vec<Arc<dyn RowsFunction>> {
     vec![
-        (gemm_trace::NAME, Arc::new(GemmTrace::new(Arc::clone(tree)))),
-        (engine_step::NAME, Arc::new(EngineStep::new(Arc::clone(tree)))),
-        (search_agg::NAME, Arc::new(SearchAgg::new(Arc::clone(tree)))),
-        (search_disagg::NAME, Arc::new(SearchDisagg::new(Arc::clone(tree)))),
-        (search_default::NAME, Arc::new(SearchDefault::new(Arc::clone(tree)))),
+        Arc::new(GemmTrace::new(Arc::clone(tree))),
+        Arc::new(EngineStep::new(Arc::clone(tree))),
+        Arc::new(SearchAgg::new(Arc::clone(tree))),
+        Arc::new(SearchDisagg::new(Arc::clone(tree))),
+        Arc::new(SearchDefault::new(Arc::clone(tree))),
     ]
+}
+
+/// The aicsql table functions, by the name they are registered under. Each
+/// checks its arguments when planned and computes its rows when executed
+/// (see [`table_call`]).
+pub fn table_functions(tree: &Arc<DataTree>) -> Vec<(&'static str, Arc<dyn TableFunctionImpl>)> {
+    rows_functions(tree).into_iter().map(|f| (f.name(), Arc::new(RowsUdtf(f)) as Arc<dyn TableFunctionImpl>)).collect()
 }
 
 /// The table functions' documentation, by name. DataFusion 55 keeps no
@@ -122,6 +133,23 @@ pub fn table_function_docs() -> Vec<(&'static str, &'static Documentation)> {
         (search_default::NAME, SearchDefault::documentation()),
         (search_disagg::NAME, SearchDisagg::documentation()),
     ]
+}
+
+/// The session configuration aicsql's functions expect, over `config`:
+/// `information_schema` on, the `aic.*` options registered (if missing),
+/// and DataFusion 55's leaf-expression pushdown off. That rewrite moves
+/// `get_field` of a column below a filter by inlining the column's
+/// definition, so
+/// `SELECT e['ttft_ms'] FROM (SELECT estimate_agg(...) AS e FROM t WHERE ...)`
+/// would price (and fail on) the rows the filter drops; the estimators are
+/// expensive and can fail.
+pub fn session_config(config: SessionConfig) -> SessionConfig {
+    let mut config = config.with_information_schema(true);
+    if config.options().extensions.get::<AicOptions>().is_none() {
+        config = config.with_option_extension(AicOptions::default());
+    }
+    config.options_mut().optimizer.enable_leaf_expression_pushdown = false;
+    config
 }
 
 /// Registers every aicsql function on `ctx`.

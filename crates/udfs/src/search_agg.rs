@@ -4,10 +4,10 @@
 
 use std::sync::{Arc, OnceLock};
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::Result;
-use datafusion::datasource::MemTable;
+use datafusion::common::{Result, ScalarValue};
+use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::Documentation;
 
 use aicsql_serving::AggCandidate;
@@ -18,6 +18,7 @@ use crate::config::AicOptions;
 use crate::errors::serving_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
 use crate::search_args::{SearchCall, empty_or_error, flags, search_call, signature};
+use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "search_agg";
 
@@ -143,13 +144,24 @@ fn columns<'a>() -> Vec<Column<Line<'a>>> {
     ]
 }
 
-impl TableFunctionImpl for SearchAgg {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let schema = Self::schema();
-        let Some(mut call) = search_call(NAME, &self.tree, &args)? else {
-            return Ok(Arc::new(MemTable::try_new(schema, vec![vec![]])?));
+impl RowsFunction for SearchAgg {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn schema(&self) -> SchemaRef {
+        SearchAgg::schema()
+    }
+
+    fn check(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<()> {
+        search_call(NAME, &self.tree, args, config).map(|_| ())
+    }
+
+    fn rows(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<RecordBatch> {
+        let Some(mut call) = search_call(NAME, &self.tree, args, config)? else {
+            return Ok(RecordBatch::new_empty(SearchAgg::schema()));
         };
-        let options = AicOptions::from_config(args.session().config().options())?;
+        let options = AicOptions::from_config(config)?;
         let search = call.server.search_agg(&call.query).map_err(|e| serving_error(NAME, &call.model, &call.db, e))?;
         if let Some(reason) = &search.reason {
             empty_or_error(NAME, &call, reason, &options)?;
@@ -167,6 +179,6 @@ impl TableFunctionImpl for SearchAgg {
                 best_rank: rank[i],
             });
         }
-        Ok(Arc::new(MemTable::try_new(schema, vec![vec![rows.finish()?]])?))
+        rows.finish()
     }
 }

@@ -3,14 +3,13 @@
 
 use std::sync::Arc;
 
-use datafusion::catalog::{Session, TableFunctionArgs};
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
-use datafusion::logical_expr::Expr;
+use datafusion::config::ConfigOptions;
 
 use aicsql_serving::{Search, SearchQuery, Server};
 use aicsql_tables::DataTree;
 
-use crate::args::{constant, constant_int, constant_number, constant_text};
+use crate::args::{constant_int, constant_number, constant_text};
 use crate::config::{AicOptions, OnMiss};
 use crate::database::resolve;
 use crate::errors::serving_error;
@@ -43,19 +42,18 @@ fn constant_count(function: &str, position: usize, value: &ScalarValue) -> Resul
     }
 }
 
+/// The call's server and query from its evaluated arguments (`None`: a
+/// NULL argument, an empty result).
 pub(crate) fn search_call(
     function: &str,
     tree: &Arc<DataTree>,
-    args: &TableFunctionArgs,
+    values: &[ScalarValue],
+    config: &ConfigOptions,
 ) -> Result<Option<SearchCall>> {
-    let exprs: &[Expr] = args.exprs();
-    if exprs.len() != ARGS.len() {
-        return plan_err!("{} takes {} arguments, got {}", signature(function), ARGS.len(), exprs.len());
+    if values.len() != ARGS.len() {
+        return plan_err!("{} takes {} arguments, got {}", signature(function), ARGS.len(), values.len());
     }
-    let session: &dyn Session = args.session();
-    let values: Vec<ScalarValue> =
-        exprs.iter().enumerate().map(|(i, e)| constant(function, session, e, i + 1)).collect::<Result<_>>()?;
-    let options = AicOptions::from_config(session.config().options())?;
+    let options = AicOptions::from_config(config)?;
     // Every argument's type is checked before a NULL short-circuits the call.
     let (model, db) = (constant_text(function, 1, &values[0])?, constant_text(function, 2, &values[1])?);
     let counts = [2, 3, 4, 5].map(|i| constant_count(function, i + 1, &values[i]));
@@ -89,7 +87,7 @@ pub(crate) fn search_call(
         top_n: options.top_n,
         strict_sla: options.strict_sla,
         // The session's parallelism (datafusion.execution.target_partitions).
-        threads: session.config().options().execution.target_partitions,
+        threads: config.execution.target_partitions,
     };
     Ok(Some(SearchCall { server, model, db, query }))
 }

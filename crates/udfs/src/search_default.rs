@@ -5,10 +5,10 @@
 
 use std::sync::{Arc, OnceLock};
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::Result;
-use datafusion::datasource::MemTable;
+use datafusion::common::{Result, ScalarValue};
+use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::Documentation;
 
 use aicsql_serving::{Mode, Search};
@@ -18,6 +18,7 @@ use crate::DOC_SECTION_AICSQL;
 use crate::errors::serving_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
 use crate::search_args::{SearchCall, search_call, signature};
+use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "search_default";
 
@@ -140,11 +141,22 @@ fn summary<C>(call: &SearchCall, mode: Mode, search: &Search<C>, chosen: Option<
     (line, search.best.first().copied())
 }
 
-impl TableFunctionImpl for SearchDefault {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let schema = Self::schema();
-        let Some(mut call) = search_call(NAME, &self.tree, &args)? else {
-            return Ok(Arc::new(MemTable::try_new(schema, vec![vec![]])?));
+impl RowsFunction for SearchDefault {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn schema(&self) -> SchemaRef {
+        SearchDefault::schema()
+    }
+
+    fn check(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<()> {
+        search_call(NAME, &self.tree, args, config).map(|_| ())
+    }
+
+    fn rows(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<RecordBatch> {
+        let Some(mut call) = search_call(NAME, &self.tree, args, config)? else {
+            return Ok(RecordBatch::new_empty(SearchDefault::schema()));
         };
         let result =
             call.server.search_default(&call.query).map_err(|e| serving_error(NAME, &call.model, &call.db, e))?;
@@ -179,6 +191,6 @@ impl TableFunctionImpl for SearchDefault {
             }
             rows.push(&line);
         }
-        Ok(Arc::new(MemTable::try_new(schema, vec![vec![rows.finish()?]])?))
+        rows.finish()
     }
 }

@@ -4,10 +4,10 @@
 
 use std::sync::{Arc, OnceLock};
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::Result;
-use datafusion::datasource::MemTable;
+use datafusion::common::{Result, ScalarValue};
+use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::Documentation;
 
 use aicsql_serving::{DisaggCandidate, WorkerEstimate};
@@ -18,6 +18,7 @@ use crate::config::AicOptions;
 use crate::errors::serving_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
 use crate::search_args::{SearchCall, empty_or_error, flags, search_call, signature};
+use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "search_disagg";
 
@@ -157,13 +158,24 @@ fn columns<'a>() -> Vec<Column<Line<'a>>> {
     out
 }
 
-impl TableFunctionImpl for SearchDisagg {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let schema = Self::schema();
-        let Some(mut call) = search_call(NAME, &self.tree, &args)? else {
-            return Ok(Arc::new(MemTable::try_new(schema, vec![vec![]])?));
+impl RowsFunction for SearchDisagg {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn schema(&self) -> SchemaRef {
+        SearchDisagg::schema()
+    }
+
+    fn check(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<()> {
+        search_call(NAME, &self.tree, args, config).map(|_| ())
+    }
+
+    fn rows(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<RecordBatch> {
+        let Some(mut call) = search_call(NAME, &self.tree, args, config)? else {
+            return Ok(RecordBatch::new_empty(SearchDisagg::schema()));
         };
-        let options = AicOptions::from_config(args.session().config().options())?;
+        let options = AicOptions::from_config(config)?;
         let search =
             call.server.search_disagg(&call.query).map_err(|e| serving_error(NAME, &call.model, &call.db, e))?;
         if let Some(reason) = &search.reason {
@@ -182,6 +194,6 @@ impl TableFunctionImpl for SearchDisagg {
                 best_rank: rank[i],
             });
         }
-        Ok(Arc::new(MemTable::try_new(schema, vec![vec![rows.finish()?]])?))
+        rows.finish()
     }
 }

@@ -1,0 +1,301 @@
+//! Extension codecs that carry aicsql's plan nodes between the client, the
+//! scheduler and the executors.
+//!
+//! What crosses the wire is a description: the `aic` table's kind, a table
+//! function's name and evaluated arguments, a perf scan's databases and
+//! partition groups. The receiving process rebuilds the node over its own
+//! mount of the data, after checking that mount's [`fingerprint`] against
+//! the sender's, so different data on two machines is an error naming both
+//! fingerprints rather than different numbers. Every node the codecs do not
+//! know goes to Ballista's own codecs.
+
+use std::sync::{Arc, OnceLock};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::TableProvider;
+use datafusion::common::{DataFusionError, Result, ScalarValue, TableReference};
+use datafusion::datasource::file_format::FileFormatFactory;
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{Extension, LogicalPlan};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion_proto::logical_plan::LogicalExtensionCodec;
+use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use prost::Message;
+
+use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
+
+use aicsql_catalog::{AicCatalog, DbKey, MetaKind, MetaTable, PerfScanExec, PerfScanPlan, PerfTable};
+use aicsql_tables::DataTree;
+use aicsql_udfs::{RowsFunction, TableCall, TableCallExec};
+
+use crate::fingerprint::fingerprint;
+use crate::proto::{self, AicNode, MAGIC, Node};
+
+/// What a process has mounted, as the codecs need it.
+#[derive(Debug)]
+pub struct Mount {
+    tree: Arc<DataTree>,
+    catalog: AicCatalog,
+    functions: Vec<Arc<dyn RowsFunction>>,
+    fingerprint: OnceLock<u64>,
+}
+
+impl Mount {
+    pub fn new(tree: Arc<DataTree>) -> Arc<Self> {
+        Arc::new(Self {
+            catalog: AicCatalog::new(Arc::clone(&tree)),
+            functions: aicsql_udfs::rows_functions(&tree),
+            tree,
+            fingerprint: OnceLock::new(),
+        })
+    }
+
+    pub fn tree(&self) -> &Arc<DataTree> {
+        &self.tree
+    }
+
+    /// The data's [`fingerprint`], computed on first use.
+    pub fn fingerprint(&self) -> u64 {
+        *self.fingerprint.get_or_init(|| fingerprint(&self.tree))
+    }
+
+    fn function(&self, name: &str) -> Result<Arc<dyn RowsFunction>> {
+        self.functions.iter().find(|f| f.name() == name).cloned().ok_or_else(|| {
+            DataFusionError::Internal(format!("aicsql codec: no table function named {name} in this process"))
+        })
+    }
+
+    fn encode(&self, node: Node, buf: &mut Vec<u8>) -> Result<()> {
+        buf.extend_from_slice(MAGIC);
+        AicNode { data: self.fingerprint(), node: Some(node) }
+            .encode(buf)
+            .map_err(|e| DataFusionError::Internal(format!("aicsql codec: cannot encode a plan node: {e}")))
+    }
+
+    /// The node of an aicsql message (`None`: not one of ours), checked
+    /// against this process's data.
+    fn decode(&self, buf: &[u8]) -> Result<Option<Node>> {
+        let Some(body) = buf.strip_prefix(MAGIC.as_slice()) else {
+            return Ok(None);
+        };
+        let message = AicNode::decode(body)
+            .map_err(|e| DataFusionError::Internal(format!("aicsql codec: corrupt plan node: {e}")))?;
+        if message.data != self.fingerprint() {
+            return Err(DataFusionError::Execution(format!(
+                "aicsql cluster: the plan was made over other perf data (fingerprint {:016x}) than this process \
+                 mounts ({:016x}, {} perf files); start the client, the scheduler and every executor with the same \
+                 --data",
+                message.data,
+                self.fingerprint(),
+                self.tree.perf_files().len()
+            )));
+        }
+        message.node.map(Some).ok_or_else(|| DataFusionError::Internal("aicsql codec: empty plan node".into()))
+    }
+
+    fn perf_table(&self, kind: &str) -> Result<Arc<PerfTable>> {
+        self.catalog.perf().perf_table(kind)?.ok_or_else(|| {
+            DataFusionError::Execution(format!(
+                "aicsql cluster: this process's data has no aic.perf.{kind} table (the processes mount different data)"
+            ))
+        })
+    }
+}
+
+fn encode_args(args: &[ScalarValue]) -> Result<Vec<datafusion_proto::protobuf::ScalarValue>> {
+    args.iter()
+        .map(|v| {
+            datafusion_proto::protobuf::ScalarValue::try_from(v)
+                .map_err(|e| DataFusionError::Internal(format!("aicsql codec: cannot encode argument {v}: {e}")))
+        })
+        .collect()
+}
+
+fn decode_args(args: &[datafusion_proto::protobuf::ScalarValue]) -> Result<Vec<ScalarValue>> {
+    args.iter()
+        .map(|v| {
+            ScalarValue::try_from(v)
+                .map_err(|e| DataFusionError::Internal(format!("aicsql codec: cannot decode an argument: {e}")))
+        })
+        .collect()
+}
+
+fn table_call_node(function: &str, args: &[ScalarValue], projection: Option<&[usize]>) -> Result<proto::TableCallNode> {
+    Ok(proto::TableCallNode {
+        function: function.to_string(),
+        args: encode_args(args)?,
+        projection: projection.map(|p| proto::Projection { columns: p.iter().map(|&i| i as u32).collect() }),
+    })
+}
+
+/// The logical codec: `aic` tables and table function calls by description.
+#[derive(Debug)]
+pub struct AicLogicalCodec {
+    mount: Arc<Mount>,
+    inner: Arc<dyn LogicalExtensionCodec>,
+}
+
+impl AicLogicalCodec {
+    pub fn new(mount: Arc<Mount>) -> Self {
+        Self { mount, inner: Arc::new(BallistaLogicalExtensionCodec::default()) }
+    }
+}
+
+impl LogicalExtensionCodec for AicLogicalCodec {
+    fn try_decode(&self, buf: &[u8], inputs: &[LogicalPlan], ctx: &TaskContext) -> Result<Extension> {
+        self.inner.try_decode(buf, inputs, ctx)
+    }
+
+    fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode(node, buf)
+    }
+
+    fn try_decode_table_provider(
+        &self,
+        buf: &[u8],
+        table_ref: &TableReference,
+        schema: SchemaRef,
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn TableProvider>> {
+        let Some(node) = self.mount.decode(buf)? else {
+            return self.inner.try_decode_table_provider(buf, table_ref, schema, ctx);
+        };
+        match node {
+            Node::PerfTable(kind) => Ok(self.mount.perf_table(&kind)?),
+            Node::MetaTable(name) => {
+                let kind = MetaKind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
+                    DataFusionError::Internal(format!("aicsql codec: no table aic.meta.{name} in this process"))
+                })?;
+                Ok(Arc::new(MetaTable::try_new(Arc::clone(&self.mount.tree), kind)?))
+            }
+            Node::TableCall(call) => {
+                Ok(Arc::new(TableCall::new(self.mount.function(&call.function)?, decode_args(&call.args)?)))
+            }
+            other => Err(DataFusionError::Internal(format!(
+                "aicsql codec: a physical node where a table was expected: {other:?}"
+            ))),
+        }
+    }
+
+    fn try_encode_table_provider(
+        &self,
+        table_ref: &TableReference,
+        node: Arc<dyn TableProvider>,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        if let Some(table) = node.downcast_ref::<PerfTable>() {
+            return self.mount.encode(Node::PerfTable(table.kind().to_string()), buf);
+        }
+        if let Some(table) = node.downcast_ref::<MetaTable>() {
+            return self.mount.encode(Node::MetaTable(table.kind().name().to_string()), buf);
+        }
+        if let Some(call) = node.downcast_ref::<TableCall>() {
+            return self
+                .mount
+                .encode(Node::TableCall(table_call_node(call.function().name(), call.args(), None)?), buf);
+        }
+        self.inner.try_encode_table_provider(table_ref, node, buf)
+    }
+
+    fn try_decode_file_format(&self, buf: &[u8], ctx: &TaskContext) -> Result<Arc<dyn FileFormatFactory>> {
+        self.inner.try_decode_file_format(buf, ctx)
+    }
+
+    fn try_encode_file_format(&self, buf: &mut Vec<u8>, node: Arc<dyn FileFormatFactory>) -> Result<()> {
+        self.inner.try_encode_file_format(buf, node)
+    }
+}
+
+/// The physical codec: perf scans and table function scans by description.
+#[derive(Debug)]
+pub struct AicPhysicalCodec {
+    mount: Arc<Mount>,
+    inner: Arc<dyn PhysicalExtensionCodec>,
+}
+
+impl AicPhysicalCodec {
+    pub fn new(mount: Arc<Mount>) -> Self {
+        Self { mount, inner: Arc::new(BallistaPhysicalExtensionCodec::default()) }
+    }
+}
+
+impl PhysicalExtensionCodec for AicPhysicalCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let Some(node) = self.mount.decode(buf)? else {
+            return self.inner.try_decode(buf, inputs, ctx, proto_converter);
+        };
+        match node {
+            Node::PerfScan(scan) => {
+                let plan = PerfScanPlan {
+                    kind: scan.kind,
+                    projection: scan.projection.iter().map(|&i| i as usize).collect(),
+                    groups: scan
+                        .groups
+                        .into_iter()
+                        .map(|g| {
+                            g.databases
+                                .into_iter()
+                                .map(|d| DbKey { system: d.system, backend: d.backend, version: d.version })
+                                .collect()
+                        })
+                        .collect(),
+                    total_files: usize::try_from(scan.total_files).unwrap_or(usize::MAX),
+                    limit: scan.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
+                    batch_size: usize::try_from(scan.batch_size).unwrap_or(usize::MAX),
+                };
+                Ok(Arc::new(self.mount.perf_table(&plan.kind)?.scan_plan(&plan)?))
+            }
+            Node::TableCallExec(call) => {
+                let projection = call.projection.map(|p| p.columns.iter().map(|&i| i as usize).collect());
+                Ok(Arc::new(TableCallExec::try_new(
+                    self.mount.function(&call.function)?,
+                    decode_args(&call.args)?,
+                    projection,
+                )?))
+            }
+            other => Err(DataFusionError::Internal(format!(
+                "aicsql codec: a logical node where an execution plan was expected: {other:?}"
+            ))),
+        }
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<()> {
+        if let Some(scan) = node.downcast_ref::<PerfScanExec>() {
+            let plan = scan.plan();
+            let node = proto::PerfScanNode {
+                kind: plan.kind,
+                projection: plan.projection.iter().map(|&i| i as u32).collect(),
+                groups: plan
+                    .groups
+                    .into_iter()
+                    .map(|g| proto::FileGroup {
+                        databases: g
+                            .into_iter()
+                            .map(|k| proto::Database { system: k.system, backend: k.backend, version: k.version })
+                            .collect(),
+                    })
+                    .collect(),
+                total_files: plan.total_files as u64,
+                limit: plan.limit.map(|l| l as u64),
+                batch_size: plan.batch_size as u64,
+            };
+            return self.mount.encode(Node::PerfScan(node), buf);
+        }
+        if let Some(call) = node.downcast_ref::<TableCallExec>() {
+            let node = table_call_node(call.function().name(), call.args(), call.projection())?;
+            return self.mount.encode(Node::TableCallExec(node), buf);
+        }
+        self.inner.try_encode(node, buf, proto_converter)
+    }
+}

@@ -1,0 +1,138 @@
+//! A scheduler and an executor in this process (Ballista's standalone
+//! mode), over the published data: the codecs carry the catalog's scans and
+//! the table function calls, and the rows equal a plain session's.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::ScalarValue;
+use datafusion::physical_plan::{ExecutionPlan, displayable};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_proto::physical_plan::{AsExecutionPlan, DefaultPhysicalProtoConverter, PhysicalExtensionCodec};
+use datafusion_proto::protobuf::PhysicalPlanNode;
+
+use aicsql_cluster::{AicPhysicalCodec, Mount};
+use aicsql_tables::DataTree;
+
+fn tree() -> Arc<DataTree> {
+    static TREE: OnceLock<Arc<DataTree>> = OnceLock::new();
+    Arc::clone(TREE.get_or_init(|| {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let dir = var("AICSQL_DATA")
+            .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("aicsql")))
+            .unwrap_or_else(|| var("HOME").unwrap_or_else(|| PathBuf::from(".")).join(".cache").join("aicsql"));
+        Arc::new(DataTree::open(&[&dir]).unwrap_or_else(|e| {
+            panic!("perf data not found in {} ({e}); run `cargo run -- data fetch` first", dir.display())
+        }))
+    }))
+}
+
+fn local() -> SessionContext {
+    let ctx = SessionContext::new_with_config(aicsql_udfs::session_config(SessionConfig::new()));
+    aicsql_cluster::register(&ctx, &tree());
+    ctx
+}
+
+fn rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            out.push(
+                batch
+                    .columns()
+                    .iter()
+                    .map(|c| ScalarValue::try_from_array(c, row).map(|v| v.to_string()).expect("a value"))
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+const QUERIES: [&str; 6] = [
+    // A whole perf table: every database's file, read once (Ballista slices
+    // only the leaves it knows; the cluster plans perf scans as one
+    // partition).
+    "SELECT count(*), count(DISTINCT system || backend || version) FROM aic.perf.gemm",
+    // A union of two calls: each runs once, in a stage of its own.
+    "SELECT 'a' AS call, parallel, bs FROM search_agg('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm/0.19.0', \
+     4, 256, 256, 128, 1500, 50) UNION ALL SELECT 'b', parallel, bs FROM search_agg('meta-llama/Meta-Llama-3.1-8B', \
+     'h200_sxm/vllm/0.19.0', 4, 256, 256, 128, 1500, 50) ORDER BY call, parallel, bs",
+    // A perf scan pruned to one database, and a scalar function over it.
+    "SELECT m, n, k, latency, gemm_latency(system || '/' || backend || '/' || version, gemm_dtype, m, n, k) AS got \
+     FROM aic.perf.gemm WHERE system = 'h200_sxm' AND backend = 'vllm' AND version = '0.19.0' AND gemm_dtype = 'fp8' \
+     AND n = 65536 AND k = 12288 \
+     ORDER BY gemm_dtype, m, n, k",
+    // A metadata table.
+    "SELECT system, backend, version FROM aic.meta.databases WHERE system = 'h200_sxm' ORDER BY 1, 2, 3",
+    // Table function calls, computed where they run.
+    "SELECT op_index, op_name, latency_ms FROM engine_step('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', \
+     'context', 8, 1, 1024, 128) ORDER BY op_index",
+    "SELECT parallel, bs, tokens_per_s_per_gpu, best_rank FROM search_agg('meta-llama/Meta-Llama-3.1-8B', \
+     'h200_sxm/vllm/0.19.0', 4, 256, 256, 128, 1500, 50) ORDER BY tokens_per_s_per_gpu DESC, parallel, bs",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_results_equal_a_plain_session() {
+    let mount = Mount::new(tree());
+    let remote = aicsql_cluster::standalone(&mount, SessionConfig::new()).await.expect("standalone cluster");
+    let here = local();
+    // The remote session's plans are Ballista's, not a local run.
+    let plan =
+        rows(&remote.sql(&format!("EXPLAIN {}", QUERIES[5])).await.expect("explains").collect().await.expect("runs"));
+    let plan = plan.concat().join("\n");
+    assert!(plan.contains("distributed_plan") && plan.contains("ShuffleWriterExec"), "{plan}");
+    for sql in QUERIES {
+        let want = rows(&here.sql(sql).await.expect("plans").collect().await.expect("runs"));
+        let got = rows(&remote.sql(sql).await.expect("plans").collect().await.unwrap_or_else(|e| panic!("{e}\n{sql}")));
+        assert!(!want.is_empty(), "{sql}");
+        assert_eq!(got, want, "{sql}");
+    }
+}
+
+/// Encodes a plan with the codec and decodes it again.
+fn round_trip(ctx: &SessionContext, codec: &AicPhysicalCodec, plan: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+    let proto = PhysicalPlanNode::try_from_physical_plan(plan, codec).expect("encodes");
+    proto.try_into_physical_plan(&ctx.task_ctx(), codec).expect("decodes")
+}
+
+#[tokio::test]
+async fn scans_and_calls_survive_the_physical_codec() {
+    let ctx = local();
+    let codec = AicPhysicalCodec::new(Mount::new(tree()));
+    for sql in QUERIES {
+        let plan = ctx.sql(sql).await.expect("plans").create_physical_plan().await.expect("physical plan");
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        let decoded = round_trip(&ctx, &codec, Arc::clone(&plan));
+        assert_eq!(displayable(decoded.as_ref()).indent(true).to_string(), text, "{sql}");
+        let want = rows(&datafusion::physical_plan::collect(plan, ctx.task_ctx()).await.expect("runs"));
+        let got = rows(&datafusion::physical_plan::collect(decoded, ctx.task_ctx()).await.expect("runs decoded"));
+        assert_eq!(got, want, "{sql}");
+    }
+}
+
+#[test]
+fn a_plan_over_other_data_is_refused_naming_both_fingerprints() {
+    let mount = Mount::new(tree());
+    let codec = AicPhysicalCodec::new(Arc::clone(&mount));
+    // What a process with other data would send: its own fingerprint.
+    let mut buf = b"AIC1".to_vec();
+    use prost::Message;
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Foreign {
+        #[prost(uint64, tag = "1")]
+        data: u64,
+        #[prost(string, tag = "2")]
+        perf_table: String,
+    }
+    Foreign { data: mount.fingerprint() ^ 1, perf_table: "gemm".into() }.encode(&mut buf).expect("encodes");
+    let ctx = local();
+    let err = codec
+        .try_decode(&buf, &[], &ctx.task_ctx(), &DefaultPhysicalProtoConverter {})
+        .expect_err("other data is refused");
+    let text = err.to_string();
+    assert!(text.contains(&format!("{:016x}", mount.fingerprint())), "{text}");
+    assert!(text.contains(&format!("{:016x}", mount.fingerprint() ^ 1)), "{text}");
+    assert!(text.contains("--data"), "{text}");
+}
