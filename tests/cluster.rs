@@ -289,6 +289,28 @@ async fn queries_on_a_scheduler_and_two_executors_equal_the_local_results() {
         assert!(cluster.tasks_run_by(i) > 0, "executor {i} ran no task:\n{}", cluster.logs());
     }
 
+    // The shell on the cluster: the same text as the shell alone.
+    let shell = |cluster_url: Option<String>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_aicsql"));
+        cmd.arg("--data").arg(common::data_dir()).args(["-q", "--format", "csv"]);
+        if let Some(url) = cluster_url {
+            cmd.arg("--cluster").arg(url);
+        }
+        let out = cmd
+            .args([
+                "-c",
+                "SELECT op_name, latency_ms FROM engine_step('Qwen/Qwen3-32B-FP8', 'h200_sxm/vllm/0.19.0', \
+                          'generation', 8, 4, 1024, 128) ORDER BY gen_step_index, op_index, row_kind, op_name",
+            ])
+            .output()
+            .expect("the shell runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let alone = shell(None);
+    assert!(alone.lines().count() > 10, "{alone}");
+    assert_eq!(shell(Some(format!("df://127.0.0.1:{}", cluster.scheduler_port))), alone);
+
     // A COPY job: the grid's latencies written by the cluster, read back here.
     let out = scratch.path().join("latencies.parquet");
     let copy = format!(
