@@ -119,8 +119,8 @@ impl SessionBuilder {
     }
 }
 
-/// Registers the `aic` catalog and the aicsql functions on an existing session.
+/// Registers the `aic` catalog and the aicsql functions on an existing
+/// session (the same registration every process of a cluster does).
 pub fn register(ctx: &SessionContext, tree: Arc<DataTree>) {
-    ctx.register_catalog(CATALOG_NAME, Arc::new(AicCatalog::new(Arc::clone(&tree))));
-    aicsql_udfs::register_all(ctx, &tree);
+    aicsql_cluster::register(ctx, &tree);
 }
