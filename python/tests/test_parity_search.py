@@ -33,7 +33,7 @@ import pytest
 
 import aicsql
 import aicsql.parity as parity
-from aicsql.parity import matrix, search_bisect, smoke
+from aicsql.parity import matrix, matrix_report, search_bisect, smoke
 from aicsql.parity.__main__ import main
 from aicsql.spec import gemm as spec_gemm
 from aicsql.spec import kernels as spec_kernels
@@ -262,6 +262,96 @@ def test_failures_are_error_or_regression(ctx, entries, frames):
     assert row["detail"] == "the Python path failed: py_search_agg: no candidate"
 
 
+# What each path says when its search finds nothing (crates/udfs/src/search_args.rs and the search
+# sweeps; aicsql/spec/search/sweep.py and api.py), one per kind of reason and mode.
+RUST_REFUSALS = {
+    "raised": ("search_agg: no candidate for M on D: no layout priced a point: sglang context parallelism needs tp 1 "
+               "and attention dp 1 (CP and attention TP/DP exclude each other), got tp 4, dp 1, cp 2",
+               "search_disagg: no candidate for M on D: no prefill worker priced: perf data not available for op "
+               "'context_moe'"),
+    "memory": ("search_agg: no candidate for M on D: the model does not fit in GPU memory at any parallel config",
+               "search_disagg: no candidate for M on D: no decode worker fits in GPU memory at any parallel config"),
+    "limits": ("search_agg: no candidate for M on D: no config meets the TTFT limit of 1 ms at any TPOT of the sweep",
+               "search_disagg: no candidate for M on D: no disaggregated deployment meets the TTFT limit of 1 ms"),
+}
+PY_REFUSALS = {
+    "raised": ("py_search_agg: ValueError: RuntimeError: sweep_agg: no results for any parallel configuration. Last "
+               "exception: sglang CP requires tp_size=1",
+               "py_search_disagg: ValueError: RuntimeError: sweep_disagg/prefill: no results for any parallel config. "
+               "Last exception: context_moe: perf data not available"),
+    "memory": ("py_search_agg: ValueError: InsufficientMemoryError: sweep_agg: no results — model does not fit in GPU "
+               "memory for any parallel config.",
+               "py_search_disagg: ValueError: InsufficientMemoryError: sweep_disagg/decode: no results — model does "
+               "not fit in GPU memory for any parallel config."),
+    "limits": ("py_search_agg: ValueError: NoFeasibleConfigError: sweep_agg: no parallel configuration met TTFT/TPOT "
+               "or request-latency constraints.",
+               "py_search_disagg: ValueError: no disaggregated deployment meets the TTFT and any TPOT"),
+}
+
+
+def test_no_candidate_on_either_path_for_the_same_reason_is_not_covered(ctx, entries, frames):
+    for kind in RUST_REFUSALS:
+        for key, i in ((AGG, 0), (DISAGG, 1)):
+            row = _grade(ctx, entries, key, None, None, rust_error=RUST_REFUSALS[kind][i], py_error=PY_REFUSALS[kind][i])
+            assert (row["status"], row["upstream_status"]) == ("NO_CANDIDATE", "ERROR"), (kind, key, row)
+            assert row["detail"].startswith("no candidate on either path (") and PY_REFUSALS[kind][i] in row["detail"]
+            assert row["rel_diff"] is None and row["worst_column"] is None
+    # Any disagreement on why stays upstream's ERROR: another kind of reason, a Python failure that is not the
+    # search's refusal, a reason the Rust path has no word for, a Rust failure that is not a refusal.
+    kv = "py_search_agg: ValueError: KVCacheCapacityError: sweep_agg: no results — requested batch_size exceeds KV"
+    for rust_error, py_error in ((RUST_REFUSALS["memory"][0], PY_REFUSALS["raised"][0]),
+                                 (RUST_REFUSALS["limits"][0], PY_REFUSALS["memory"][0]),
+                                 (RUST_REFUSALS["raised"][0], "py_search_agg: ZeroDivisionError: division by zero"),
+                                 (RUST_REFUSALS["memory"][0], kv),
+                                 ("search_agg: Arrow error: out of memory", PY_REFUSALS["memory"][0])):  # fmt: skip
+        row = _grade(ctx, entries, AGG, None, None, rust_error=rust_error, py_error=py_error)
+        assert row["status"] == "ERROR", (rust_error, py_error, row)
+        assert row["detail"].startswith("the Python path failed: ")
+    # One path refusing is never NO_CANDIDATE.
+    rust = frames[AGG]
+    row = _grade(ctx, entries, AGG, rust, None, py_error=PY_REFUSALS["memory"][0])
+    assert row["status"] == "ERROR", row
+    row = _grade(ctx, entries, AGG, None, rust, rust_error=RUST_REFUSALS["memory"][0])
+    assert row["status"] == "REGRESSION", row
+
+
+def test_not_covered_entries_pass_the_bar_only_beside_bit_identical_ones(ctx, entries, frames):
+    same = _grade(ctx, entries, AGG, frames[AGG], frames[AGG])
+    refused = _grade(ctx, entries, DISAGG, None, None, rust_error=RUST_REFUSALS["memory"][1],
+                     py_error=PY_REFUSALS["memory"][1])  # fmt: skip
+    both = pa.Table.from_pylist([same, refused])
+    assert parity.exit_status(both) == 0
+    printed = parity.format_summary(both)
+    assert "1 entries not covered -- no candidate on either path" in printed and "1 the model fits in no layout" in printed
+    assert printed.rstrip().endswith("OK: every covered entry BIT_IDENTICAL"), printed
+    assert matrix_report.differing(both).num_rows == 0 and matrix_report.not_covered(both).num_rows == 1
+    only_refused = pa.Table.from_pylist([refused])
+    assert parity.exit_status(only_refused) == 1
+    assert "FAIL: no covered entry" in parity.format_summary(only_refused)
+
+
+# Entries neither path prices on the published data, each for another kind of reason.
+REFUSED_ENTRIES = (
+    "Qwen/Qwen3-235B-A22B|l40s|sglang|0.5.14|agg",  # every layout raised: sglang cp needs tp = dp = 1
+    "Qwen/Qwen3-235B-A22B|l40s|sglang|0.5.14|disagg",
+    "Qwen/Qwen3-235B-A22B|l40s|vllm|0.24.0|agg",  # 235B in 48 GB GPUs: fits in no layout
+)
+
+
+def test_entries_neither_path_prices_are_no_candidate_with_the_specs_last_exception(ctx):
+    report = matrix.run(ctx, patterns=_pattern(*REFUSED_ENTRIES), progress=False)
+    assert report.column("entry").to_pylist() == sorted(REFUSED_ENTRIES)
+    assert report.column("status").to_pylist() == ["NO_CANDIDATE"] * 3, report.to_pylist()
+    rows = {r["entry"]: r for r in report.to_pylist()}
+    # The spec names the last layout that raised; so does the Rust path (the
+    # same layout, in its own words).
+    for key in REFUSED_ENTRIES[:2]:
+        r = rows[key]
+        assert "Got tp_size=4, attention_dp_size=1, cp_size=2" in r["py_error"], r["py_error"]
+        assert r["rust_error"].endswith("got tp 4, dp 1, cp 2"), r["rust_error"]
+    assert "does not fit in GPU memory" in rows[REFUSED_ENTRIES[2]]["rust_error"]
+
+
 # ---- the planted drift --------------------------------------------------------------------------
 
 
@@ -440,7 +530,7 @@ def test_ci_subset_is_bit_identical(ctx, tmp_path, capsys):
     assert counts["DRIFT"] == counts["REGRESSION"] == 0, printed
     assert counts["BIT_IDENTICAL"] == len(smoke.CI), printed
     assert set(report.column("upstream_status").to_pylist()) == {"STRICT_PASS"}
-    assert status == 0 and "OK: every entry BIT_IDENTICAL" in printed
+    assert status == 0 and "OK: every covered entry BIT_IDENTICAL" in printed
     s = parity.summary(report)
     assert s["rust_seconds"] > 0 and s["python_seconds"] > 0 and s["wall_seconds"] <= seconds
     # Every mode and backend of the subset appears (what the subset is for).

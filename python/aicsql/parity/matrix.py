@@ -22,10 +22,14 @@ the grading (``search_verdict.sql``). This module only does what SQL cannot:
   ``out`` skips the entries already in it.
 
 Statuses (``STATUSES``): BIT_IDENTICAL (the frames are equal cell for cell,
-in the spec's row order), then upstream's STRICT_PASS, ENVELOPE_PASS,
-DRIFT, REGRESSION (the Rust path fails or finds nothing where the Python
-path finds candidates), ERROR (the Python path fails or finds nothing);
-``upstream_status`` keeps upstream's word for each entry.
+in the spec's row order), NO_CANDIDATE (neither path finds a candidate, and
+both give the same kind of reason: every layout raised, the model fits in
+no layout, or no config meets the limits -- the entry is not covered, since
+the spec itself prices nothing there; upstream calls it ERROR), then
+upstream's STRICT_PASS, ENVELOPE_PASS, DRIFT, REGRESSION (the Rust path
+fails or finds nothing where the Python path finds candidates), ERROR (the
+Python path fails or finds nothing, and the Rust path does not agree on
+why); ``upstream_status`` keeps upstream's word for each entry.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ __all__ = [
     "SCAN",
     "STATUSES",
     "UPSTREAM_STATUSES",
+    "NOT_COVERED",
     "ENTRY_COLUMNS",
     "entries",
     "select",
@@ -61,8 +66,10 @@ __all__ = [
 ]
 
 SCAN = "support-matrix"
-STATUSES = ("BIT_IDENTICAL", "STRICT_PASS", "ENVELOPE_PASS", "DRIFT", "REGRESSION", "ERROR")
-UPSTREAM_STATUSES = STATUSES[1:]
+STATUSES = ("BIT_IDENTICAL", "NO_CANDIDATE", "STRICT_PASS", "ENVELOPE_PASS", "DRIFT", "REGRESSION", "ERROR")
+UPSTREAM_STATUSES = ("STRICT_PASS", "ENVELOPE_PASS", "DRIFT", "REGRESSION", "ERROR")
+# Entries the spec prices nothing at: outside the bar, not against it.
+NOT_COVERED = ("NO_CANDIDATE",)
 # The columns that describe an entry (the search's arguments and settings).
 ENTRY_SCHEMA = pa.schema([
     ("entry", pa.utf8()), ("model", pa.utf8()), ("architecture", pa.utf8()), ("db", pa.utf8()), ("mode", pa.utf8()),

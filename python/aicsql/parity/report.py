@@ -43,7 +43,8 @@ def status_counts(report: pa.Table) -> Dict[str, int]:
 
 def exit_status(report: pa.Table) -> int:
     """1 if the report has any DRIFT or REGRESSION row, else 0 (a
-    support-matrix report: 1 unless every entry is BIT_IDENTICAL)."""
+    support-matrix report: 1 unless every covered entry is BIT_IDENTICAL,
+    NO_CANDIDATE entries being not covered)."""
     if _is_matrix(report):
         from . import matrix_report
 

@@ -185,8 +185,10 @@ impl Server<'_> {
             })
             .collect();
         let reason = candidates.is_empty().then(|| {
-            if !skipped.is_empty() && !fitted_any {
-                format!("no layout priced a point: {}", skipped[0].reason)
+            // The spec's order of reasons: any layout that raised first,
+            // naming the last one visited (its "Last exception").
+            if let Some(last) = skipped.last() {
+                format!("no layout priced a point: {}", last.reason)
             } else if priced_any && !fitted_any {
                 "the model does not fit in GPU memory at any parallel config".to_string()
             } else {

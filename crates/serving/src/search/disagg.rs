@@ -58,15 +58,25 @@ impl Server<'_> {
         space: &Space,
     ) -> Result<Sweep<DisaggCandidate>, ServingError> {
         let mut skipped = Vec::new();
+        // The spec prices the prefill role first and gives up there, before
+        // any decode worker, when it has no row; its message names the
+        // role's last layout that raised.
+        let no_workers = |side: &str, role_skips: &[Skipped]| {
+            role_skips.last().map_or_else(
+                || format!("no {side} worker fits in GPU memory at any parallel config"),
+                |s| format!("no {side} worker priced: {}", s.reason),
+            )
+        };
         // Prefill batches: 1 ..= (1 * isl) // isl.
         let prefill = self.workers(q, &space.prefill, &[1], true, &mut skipped)?;
+        if prefill.is_empty() {
+            let reason = no_workers("prefill", &skipped);
+            return Ok(Sweep { candidates: Vec::new(), skipped, reason: Some(reason) });
+        }
+        let prefill_skips = skipped.len();
         let decode = self.workers(q, &space.decode, &decode_batches(), false, &mut skipped)?;
-        if prefill.is_empty() || decode.is_empty() {
-            let side = if prefill.is_empty() { "prefill" } else { "decode" };
-            let reason = skipped.first().map_or_else(
-                || format!("no {side} worker fits in GPU memory at any parallel config"),
-                |s: &Skipped| format!("no {side} worker priced: {}", s.reason),
-            );
+        if decode.is_empty() {
+            let reason = no_workers("decode", &skipped[prefill_skips..]);
             return Ok(Sweep { candidates: Vec::new(), skipped, reason: Some(reason) });
         }
         let require_same_tp = self.backend == Backend::Sglang;

@@ -27,10 +27,14 @@
 --   6. else DRIFT.
 -- And on top: BIT_IDENTICAL where upstream says STRICT_PASS and both frames
 -- are equal cell for cell, row for row in the spec's order (ties ordered as
--- docs/spec/search.md 6 says), the extra columns included.
+-- docs/spec/search.md 6 says), the extra columns included; NO_CANDIDATE where
+-- upstream says ERROR because neither path finds a candidate and both give
+-- the same kind of reason (every layout raised, nothing fits in GPU memory,
+-- nothing meets the limits): the spec prices nothing there, so the entry is
+-- not covered -- not a failure of either path, and not a pass.
 --
 -- Output: parity_search_runs' columns, then
---   status            BIT_IDENTICAL, STRICT_PASS, ENVELOPE_PASS, DRIFT, REGRESSION, ERROR
+--   status            BIT_IDENTICAL, NO_CANDIDATE, STRICT_PASS, ENVELOPE_PASS, DRIFT, REGRESSION, ERROR
 --   upstream_status   what upstream's scan would say (STRICT_PASS for BIT_IDENTICAL)
 --   rust_rows, py_rows
 --   identity_equal    the identity columns agree after sorting (NULL: row counts differ)
@@ -181,7 +185,18 @@ graded AS (
            i.identity_equal, f.col AS id_col, f.rust_value AS id_rust, f.py_value AS id_py, i.first_bad_rank,
            a.strict_ok, a.loose_ok, a.worst_rel, a.worst_col, a.worst_rust, a.worst_py,
            e.envelope_ok, e.envelope_rel, e.metric AS env_metric, e.rv AS env_rust, e.pv AS env_py,
-           x.entry IS NULL AS exact, x.first_pos, x.first_col, x.first_rust, x.first_py, x.first_rel
+           x.entry IS NULL AS exact, x.first_pos, x.first_col, x.first_rust, x.first_py, x.first_rel,
+           -- why a search found nothing, in its own words (search_args.rs, sweep.py): the kind of reason
+           CASE WHEN strpos(u.rust_error, ': no candidate for ') = 0 THEN NULL
+                WHEN strpos(u.rust_error, 'priced a point: ') > 0 OR strpos(u.rust_error, ' worker priced: ') > 0 THEN 'raised'
+                WHEN strpos(u.rust_error, 'GPU memory at any parallel config') > 0 THEN 'memory'
+                WHEN strpos(u.rust_error, 'meets the TTFT limit') > 0 THEN 'limits'
+           END AS rust_refusal,
+           CASE WHEN strpos(u.py_error, 'RuntimeError: sweep_') > 0 THEN 'raised'
+                WHEN strpos(u.py_error, 'InsufficientMemoryError: sweep_') > 0 THEN 'memory'
+                WHEN strpos(u.py_error, 'NoFeasibleConfigError: sweep_') > 0
+                  OR strpos(u.py_error, ': no disaggregated deployment meets the TTFT') > 0 THEN 'limits'
+           END AS py_refusal
     FROM parity_search_runs u
     LEFT JOIN counts c ON c.entry = u.entry
     LEFT JOIN identity_check i ON i.entry = u.entry
@@ -202,6 +217,7 @@ upstream AS (
              ELSE 'DRIFT'
            END AS upstream_status,
            NOT py_ok OR NOT rust_ok AS failed,
+           n_rust = 0 AND n_py = 0 AND rust_refusal = py_refusal AS neither,
            py_ok AND rust_ok AND (NOT same_rows OR NOT identity_equal) AS by_envelope
     FROM graded
 )
@@ -209,8 +225,10 @@ SELECT u.* EXCLUDE (n_rust, n_py, py_ok, rust_ok, same_rows, identity_equal, id_
                     strict_ok, loose_ok, worst_rel, worst_col, worst_rust, worst_py,
                     envelope_ok, envelope_rel, env_metric, env_rust, env_py,
                     exact, first_pos, first_col, first_rust, first_py, first_rel,
-                    upstream_status, failed, by_envelope),
-       CASE WHEN upstream_status = 'STRICT_PASS' AND exact THEN 'BIT_IDENTICAL' ELSE upstream_status END AS status,
+                    rust_refusal, py_refusal, upstream_status, failed, neither, by_envelope),
+       CASE WHEN upstream_status = 'STRICT_PASS' AND exact THEN 'BIT_IDENTICAL'
+            WHEN coalesce(neither, false) THEN 'NO_CANDIDATE'
+            ELSE upstream_status END AS status,
        upstream_status,
        n_rust AS rust_rows,
        n_py AS py_rows,
@@ -237,6 +255,11 @@ SELECT u.* EXCLUDE (n_rust, n_py, py_ok, rust_ok, same_rows, identity_equal, id_
        CASE WHEN NOT failed AND same_rows AND identity_equal THEN worst_rel END AS strict_rel_diff,
        CASE WHEN NOT failed THEN envelope_rel END AS envelope_rel_diff,
        CASE
+         WHEN coalesce(neither, false) THEN concat('no candidate on either path (',
+                                            CASE py_refusal WHEN 'raised' THEN 'every layout raised'
+                                                            WHEN 'memory' THEN 'the model fits in no layout'
+                                                            ELSE 'no config meets the limits' END,
+                                            '): ', py_error)
          WHEN py_error IS NOT NULL THEN concat('the Python path failed: ', py_error)
          WHEN n_py = 0 THEN 'the Python path found no candidate'
          WHEN rust_error IS NOT NULL THEN concat('the Rust path failed: ', rust_error)
