@@ -191,6 +191,10 @@ class DataTree:
             if self.manifest_path is None and os.path.isfile(manifest):
                 self.manifest_path = manifest
         self._yaml_cache: Dict[str, object] = {}
+        # Resolved paths, by the resolver's arguments: the mounted tree is
+        # fixed once read, and a search names the same missing file in every
+        # miss message it builds (tens of thousands of times).
+        self.path_memo: Dict[Tuple, str] = {}
         self._lock = threading.Lock()
         self._overlay = None
         self._catalog = None

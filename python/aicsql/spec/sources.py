@@ -118,8 +118,13 @@ def _data_dir(tree: DataTree, system: str) -> str:
 def primary_path(tree: DataTree, db: Database, name: str) -> str:
     """The requested version's path of a table on disk, existing or not (what
     the spec's "File does not exist at ..." message names)."""
-    rel = resolve(tree, _data_dir(tree, db.system), db.backend, db.version, name)
-    return tree.overlay.real(rel) or os.path.join(tree.roots[0].dir, "systems", *rel.split("/"))
+    key = ("primary", db, name)
+    path = tree.path_memo.get(key)
+    if path is None:
+        rel = resolve(tree, _data_dir(tree, db.system), db.backend, db.version, name)
+        path = tree.overlay.real(rel) or os.path.join(tree.roots[0].dir, "systems", *rel.split("/"))
+        tree.path_memo[key] = path
+    return path
 
 
 def library_file(tree: DataTree, system: str, library: str, version: str, name: str) -> Optional[str]:
