@@ -124,14 +124,14 @@ enum ClusterRole {
         external_host: String,
         /// Seconds without a heartbeat after which an executor is dead and
         /// its tasks are retried elsewhere
-        #[arg(long, default_value_t = 180)]
+        #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..))]
         executor_timeout_seconds: u64,
         /// Seconds between looks for dead executors
-        #[arg(long, default_value_t = 15)]
+        #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
         expire_dead_executor_interval_seconds: u64,
         /// Attempts of a task before its query fails
-        #[arg(long, default_value_t = 4)]
-        task_max_failures: usize,
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+        task_max_failures: u64,
     },
     /// An executor: runs tasks (partitions of queries) for a scheduler
     Executor {
@@ -153,14 +153,15 @@ enum ClusterRole {
         /// Scheduler port
         #[arg(long, default_value_t = aicsql_cluster::DEFAULT_SCHEDULER_PORT)]
         scheduler_port: u16,
-        /// Tasks run at once (default: the machine's cores)
-        #[arg(long)]
-        concurrent_tasks: Option<usize>,
+        /// Tasks run at once (default: the machine's cores); a task's
+        /// searches share the cores that leaves it
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        concurrent_tasks: Option<u64>,
         /// Directory for shuffle files (default: a temporary directory)
         #[arg(long)]
         work_dir: Option<String>,
         /// Seconds between heartbeats to the scheduler
-        #[arg(long, default_value_t = 60)]
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
         heartbeat_interval_seconds: u64,
     },
 }
@@ -319,6 +320,12 @@ async fn mount_roots(roots: &[String], options: &[(String, String)], quiet: bool
 
 /// Runs a scheduler or an executor over the mounted data until stopped.
 async fn serve(args: &Args, role: &ClusterRole) -> Result<()> {
+    if let Some(url) = &args.cluster {
+        return Err(DataFusionError::Plan(format!(
+            "--cluster {url} connects a client to a cluster; a scheduler or an executor finds its scheduler with \
+             --scheduler-host / --scheduler-port"
+        )));
+    }
     // Ballista reports through the `log` crate: info by default, RUST_LOG
     // to change it.
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).try_init();
@@ -344,7 +351,7 @@ async fn serve(args: &Args, role: &ClusterRole) -> Result<()> {
                 external_host: external_host.clone(),
                 executor_timeout_seconds: *executor_timeout_seconds,
                 expire_dead_executor_interval_seconds: *expire_dead_executor_interval_seconds,
-                task_max_failures: *task_max_failures,
+                task_max_failures: usize::try_from(*task_max_failures).unwrap_or(usize::MAX),
             };
             aicsql_cluster::run_scheduler(mount, options).await
         }
@@ -367,7 +374,7 @@ async fn serve(args: &Args, role: &ClusterRole) -> Result<()> {
                 grpc_port: *bind_grpc_port,
                 scheduler_host: scheduler_host.clone(),
                 scheduler_port: *scheduler_port,
-                vcores: concurrent_tasks.unwrap_or(defaults.vcores),
+                vcores: concurrent_tasks.map_or(defaults.vcores, |n| usize::try_from(n).unwrap_or(usize::MAX)),
                 work_dir: work_dir.clone(),
                 heartbeat_interval_seconds: *heartbeat_interval_seconds,
             };
@@ -440,10 +447,22 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
                 .map_err(|e| DataFusionError::Execution(format!("cannot read {}: {e}", path.display())))?,
             (None, None) => return Err(DataFusionError::Plan("plot: give the query with --sql or --file".into())),
         };
-        let ctx = SessionBuilder::open(&data_dirs(&args).await?)?.build();
+        let builder = SessionBuilder::open(&data_dirs(&args).await?)?;
+        let ctx = match &args.cluster {
+            Some(url) => {
+                let mount = aicsql_cluster::Mount::new(Arc::clone(builder.tree()));
+                aicsql_cluster::connect(url, &mount, SessionBuilder::default_config()).await?
+            }
+            None => builder.build(),
+        };
         return plot(&ctx, kind.kind(), &sql, out.as_deref()).await;
     }
     if let Some(Command::Docs { out }) = &args.command {
+        if args.cluster.is_some() {
+            return Err(DataFusionError::Plan(
+                "docs lists the functions of this build and runs no query: --cluster has nothing to do here".into(),
+            ));
+        }
         let ctx = SessionBuilder::open(&data_dirs(&args).await?)?.build();
         let text = aicsql::reference::function_reference(&ctx).await?;
         return match out {

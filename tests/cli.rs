@@ -374,3 +374,21 @@ fn the_coverage_query_prices_the_support_matrix() {
         );
     }
 }
+
+#[test]
+fn cluster_flags_that_cannot_work_are_refused() {
+    // --cluster is a client's: a scheduler finds no use for it, nor does docs.
+    let (ok, _, err) = run(aicsql().args(["--cluster", "df://127.0.0.1:9", "cluster", "scheduler"]));
+    assert!(!ok && err.contains("--scheduler-host"), "{err}");
+    let (ok, _, err) = run(aicsql().args(["--cluster", "df://127.0.0.1:9", "docs"]));
+    assert!(!ok && err.contains("docs") && err.contains("--cluster"), "{err}");
+    // Zero seconds would spin a sweep loop or expire every executor at once.
+    for flag in ["--executor-timeout-seconds", "--expire-dead-executor-interval-seconds", "--task-max-failures"] {
+        let (ok, _, err) = run(aicsql().args(["cluster", "scheduler", flag, "0"]));
+        assert!(!ok && err.contains(flag), "{flag}: {err}");
+    }
+    for flag in ["--concurrent-tasks", "--heartbeat-interval-seconds"] {
+        let (ok, _, err) = run(aicsql().args(["cluster", "executor", flag, "0"]));
+        assert!(!ok && err.contains(flag), "{flag}: {err}");
+    }
+}

@@ -285,6 +285,11 @@ async fn queries_on_a_scheduler_and_two_executors_equal_the_local_results() {
                   ORDER BY call, tokens_per_s_per_gpu DESC, parallel, bs, tpot_ms";
     let found = same_rows(&cluster, &here, &remote, search).await;
     assert!(found.iter().any(|r| r[0] == "a") && found.iter().any(|r| r[0] == "b"), "both searches find candidates");
+    // A client that turns Ballista's adaptive planner on does not get each
+    // call's rows twice: the scheduler keeps it off whatever the session says.
+    run(&remote, "SET ballista.planner.adaptive.enabled = true").await.expect("SET");
+    assert_eq!(same_rows(&cluster, &here, &remote, search).await, found);
+    run(&remote, "SET ballista.planner.adaptive.enabled = false").await.expect("SET");
     for i in 0..2 {
         assert!(cluster.tasks_run_by(i) > 0, "executor {i} ran no task:\n{}", cluster.logs());
     }
@@ -309,7 +314,23 @@ async fn queries_on_a_scheduler_and_two_executors_equal_the_local_results() {
     };
     let alone = shell(None);
     assert!(alone.lines().count() > 10, "{alone}");
-    assert_eq!(shell(Some(format!("df://127.0.0.1:{}", cluster.scheduler_port))), alone);
+    let url = format!("df://127.0.0.1:{}", cluster.scheduler_port);
+    assert_eq!(shell(Some(url.clone())), alone);
+
+    // A plot's query runs on the cluster too: the same picture.
+    let plot = |cluster_url: Option<&str>, name: &str| {
+        let svg = scratch.path().join(name);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_aicsql"));
+        cmd.arg("--data").arg(common::data_dir());
+        if let Some(url) = cluster_url {
+            cmd.arg("--cluster").arg(url);
+        }
+        let query = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("queries/plot/step.sql");
+        let out = cmd.args(["plot", "step", "--file"]).arg(query).arg("--out").arg(&svg).output().expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read(&svg).expect("the picture")
+    };
+    assert_eq!(plot(Some(&url), "cluster.svg"), plot(None, "alone.svg"), "plot step differs on the cluster");
 
     // A COPY job: the grid's latencies written by the cluster, read back here.
     let out = scratch.path().join("latencies.parquet");

@@ -102,28 +102,99 @@ impl Mount {
     }
 }
 
-fn encode_args(args: &[ScalarValue]) -> Result<Vec<datafusion_proto::protobuf::ScalarValue>> {
+fn encode_args(function: &str, args: &[ScalarValue]) -> Result<Vec<datafusion_proto::protobuf::ScalarValue>> {
     args.iter()
-        .map(|v| {
-            datafusion_proto::protobuf::ScalarValue::try_from(v)
-                .map_err(|e| DataFusionError::Internal(format!("aicsql codec: cannot encode argument {v}: {e}")))
+        .enumerate()
+        .map(|(i, v)| {
+            datafusion_proto::protobuf::ScalarValue::try_from(v).map_err(|e| {
+                DataFusionError::Internal(format!(
+                    "aicsql codec: cannot encode argument {} of {function}: {v}: {e}",
+                    i + 1
+                ))
+            })
         })
         .collect()
 }
 
-fn decode_args(args: &[datafusion_proto::protobuf::ScalarValue]) -> Result<Vec<ScalarValue>> {
+fn decode_args(function: &str, args: &[datafusion_proto::protobuf::ScalarValue]) -> Result<Vec<ScalarValue>> {
     args.iter()
-        .map(|v| {
-            ScalarValue::try_from(v)
-                .map_err(|e| DataFusionError::Internal(format!("aicsql codec: cannot decode an argument: {e}")))
+        .enumerate()
+        .map(|(i, v)| {
+            ScalarValue::try_from(v).map_err(|e| {
+                DataFusionError::Internal(format!("aicsql codec: cannot decode argument {} of {function}: {e}", i + 1))
+            })
         })
         .collect()
+}
+
+/// The plan's column numbers mean the same columns here as where it was
+/// made: same names and types, in the same order.
+fn same_columns(table: &TableReference, planned: &SchemaRef, here: &SchemaRef) -> Result<()> {
+    let columns =
+        |s: &SchemaRef| s.fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect::<Vec<_>>();
+    let (planned_cols, here_cols) = (columns(planned), columns(here));
+    if planned_cols == here_cols {
+        return Ok(());
+    }
+    let first = planned_cols
+        .iter()
+        .zip(&here_cols)
+        .position(|(a, b)| a != b)
+        .unwrap_or(planned_cols.len().min(here_cols.len()));
+    let show = |cols: &[(String, datafusion::arrow::datatypes::DataType)]| {
+        cols.get(first).map_or_else(|| "nothing".to_string(), |(n, t)| format!("{n} {t}"))
+    };
+    Err(DataFusionError::Execution(format!(
+        "aicsql cluster: {table} has other columns in this process than where the plan was made ({} columns against \
+         {}; column {} is {} there, {} here): the processes mount different data",
+        planned_cols.len(),
+        here_cols.len(),
+        first + 1,
+        show(&planned_cols),
+        show(&here_cols)
+    )))
+}
+
+/// A received perf scan as this process plans it, refused when it cannot be
+/// what an aicsql process encoded: no partition, a database read twice, no
+/// batch size.
+fn perf_scan_plan(scan: proto::PerfScanNode) -> Result<PerfScanPlan> {
+    let corrupt = |what: String| {
+        DataFusionError::Internal(format!("aicsql codec: corrupt perf scan of aic.perf.{}: {what}", scan.kind))
+    };
+    if scan.groups.is_empty() {
+        return Err(corrupt("no partition".into()));
+    }
+    if scan.batch_size == 0 {
+        return Err(corrupt("batch size 0".into()));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut groups = Vec::with_capacity(scan.groups.len());
+    for group in &scan.groups {
+        let mut keys = Vec::with_capacity(group.databases.len());
+        for d in &group.databases {
+            let key = DbKey { system: d.system.clone(), backend: d.backend.clone(), version: d.version.clone() };
+            if !seen.insert(key.clone()) {
+                return Err(corrupt(format!("database {}/{}/{} listed twice", d.system, d.backend, d.version)));
+            }
+            keys.push(key);
+        }
+        groups.push(keys);
+    }
+    Ok(PerfScanPlan {
+        projection: scan.projection.iter().map(|&i| i as usize).collect(),
+        groups,
+        total_files: usize::try_from(scan.total_files).unwrap_or(usize::MAX),
+        limit: scan.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
+        batch_size: usize::try_from(scan.batch_size).unwrap_or(usize::MAX),
+        kind: scan.kind,
+    })
 }
 
 fn table_call_node(function: &str, args: &[ScalarValue], projection: Option<&[usize]>) -> Result<proto::TableCallNode> {
     Ok(proto::TableCallNode {
         function: function.to_string(),
-        args: encode_args(args)?,
+        args: encode_args(function, args)?,
         projection: projection.map(|p| proto::Projection { columns: p.iter().map(|&i| i as u32).collect() }),
     })
 }
@@ -160,21 +231,25 @@ impl LogicalExtensionCodec for AicLogicalCodec {
         let Some(node) = self.mount.decode(buf)? else {
             return self.inner.try_decode_table_provider(buf, table_ref, schema, ctx);
         };
-        match node {
-            Node::PerfTable(kind) => Ok(self.mount.perf_table(&kind)?),
+        let provider: Arc<dyn TableProvider> = match node {
+            Node::PerfTable(kind) => self.mount.perf_table(&kind)?,
             Node::MetaTable(name) => {
                 let kind = MetaKind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
                     DataFusionError::Internal(format!("aicsql codec: no table aic.meta.{name} in this process"))
                 })?;
-                Ok(Arc::new(MetaTable::try_new(Arc::clone(&self.mount.tree), kind)?))
+                Arc::new(MetaTable::try_new(Arc::clone(&self.mount.tree), kind)?)
             }
             Node::TableCall(call) => {
-                Ok(Arc::new(TableCall::new(self.mount.function(&call.function)?, decode_args(&call.args)?)))
+                Arc::new(TableCall::new(self.mount.function(&call.function)?, decode_args(&call.function, &call.args)?))
             }
-            other => Err(DataFusionError::Internal(format!(
-                "aicsql codec: a physical node where a table was expected: {other:?}"
-            ))),
-        }
+            other => {
+                return Err(DataFusionError::Internal(format!(
+                    "aicsql codec: a physical node where a table was expected: {other:?}"
+                )));
+            }
+        };
+        same_columns(table_ref, &schema, &provider.schema())?;
+        Ok(provider)
     }
 
     fn try_encode_table_provider(
@@ -232,30 +307,14 @@ impl PhysicalExtensionCodec for AicPhysicalCodec {
         };
         match node {
             Node::PerfScan(scan) => {
-                let plan = PerfScanPlan {
-                    kind: scan.kind,
-                    projection: scan.projection.iter().map(|&i| i as usize).collect(),
-                    groups: scan
-                        .groups
-                        .into_iter()
-                        .map(|g| {
-                            g.databases
-                                .into_iter()
-                                .map(|d| DbKey { system: d.system, backend: d.backend, version: d.version })
-                                .collect()
-                        })
-                        .collect(),
-                    total_files: usize::try_from(scan.total_files).unwrap_or(usize::MAX),
-                    limit: scan.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
-                    batch_size: usize::try_from(scan.batch_size).unwrap_or(usize::MAX),
-                };
+                let plan = perf_scan_plan(scan)?;
                 Ok(Arc::new(self.mount.perf_table(&plan.kind)?.scan_plan(&plan)?))
             }
             Node::TableCallExec(call) => {
                 let projection = call.projection.map(|p| p.columns.iter().map(|&i| i as usize).collect());
                 Ok(Arc::new(TableCallExec::try_new(
                     self.mount.function(&call.function)?,
-                    decode_args(&call.args)?,
+                    decode_args(&call.function, &call.args)?,
                     projection,
                 )?))
             }

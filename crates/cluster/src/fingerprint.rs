@@ -1,26 +1,61 @@
 //! What identifies a mounted data tree across processes.
 
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
 use aicsql_tables::DataTree;
 
-/// A 64-bit FNV-1a hash of what the tree serves: every winning perf file's
-/// (system, backend, version, table, release, size), the system YAMLs' and
-/// model configs' names. Paths are left out, so two machines that mount the
-/// same data under different directories agree; a process that mounts other
-/// data (another release, a missing database) does not.
+/// A 64-bit FNV-1a hash of what the tree serves, its contents rather than
+/// its whereabouts:
+///
+/// * every winning perf file's (system, backend, version, table), its
+///   release (a published release's `name==version`; a local tree's
+///   directory is left out), its size and its parquet footer -- the schema,
+///   the row groups' row counts and column statistics -- which changes with
+///   any change of the rows without reading them;
+/// * every system YAML's and model config's bytes, with the model's
+///   `_hf_quant_config.json` companion when there is one (they are small and
+///   each byte can move a number).
+///
+/// So two machines that mount the same data under different directories
+/// agree, and a process that mounts other data (another release, a missing
+/// database, an edited YAML or table) does not. The support matrices are
+/// not hashed: their table travels with its rows.
 pub fn fingerprint(tree: &DataTree) -> u64 {
     let mut hash = Fnv::new();
+    let release = |root: usize| {
+        let label = tree.release_label(root);
+        if label.starts_with("local:") { "local" } else { label }
+    };
     for file in tree.perf_files() {
         for part in [&file.system, &file.backend, &file.version, &file.table] {
             hash.text(part);
         }
-        hash.text(tree.release_label(file.root));
-        hash.number(std::fs::metadata(&file.path).map(|m| m.len()).unwrap_or(u64::MAX));
+        hash.text(release(file.root));
+        hash.file(&file.path, Part::ParquetFooter);
     }
     for doc in tree.system_yamls().iter().chain(tree.model_configs()) {
         hash.text(&doc.stem);
-        hash.text(tree.release_label(doc.root));
+        hash.text(release(doc.root));
+        hash.file(&doc.path, Part::Whole);
+        if let Some(base) = doc.stem.strip_suffix("_config") {
+            let companion = doc.path.with_file_name(format!("{base}_hf_quant_config.json"));
+            if companion.is_file() {
+                hash.file(&companion, Part::Whole);
+            }
+        }
     }
     hash.0
+}
+
+/// How much of a file identifies it.
+#[derive(Clone, Copy)]
+enum Part {
+    Whole,
+    /// A parquet file's footer (its metadata); the whole file when it is
+    /// not parquet.
+    ParquetFooter,
 }
 
 struct Fnv(u64);
@@ -46,6 +81,52 @@ impl Fnv {
     fn number(&mut self, n: u64) {
         self.bytes(&n.to_le_bytes());
     }
+
+    /// The file's size and contents (all or its footer). A file that cannot
+    /// be read hashes as its error's kind: the fingerprint differs from a
+    /// process that reads it, and the read error itself surfaces when the
+    /// file is queried.
+    fn file(&mut self, path: &Path, part: Part) {
+        match read_part(path, part) {
+            Ok((size, bytes)) => {
+                self.number(size);
+                self.number(bytes.len() as u64);
+                self.bytes(&bytes);
+            }
+            Err(e) => {
+                self.number(u64::MAX);
+                self.text(&format!("{:?}", e.kind()));
+            }
+        }
+    }
+}
+
+const PARQUET_MAGIC: &[u8; 4] = b"PAR1";
+
+/// `(file size, the bytes that identify it)`.
+fn read_part(path: &Path, part: Part) -> std::io::Result<(u64, Vec<u8>)> {
+    let mut file = File::open(path)?;
+    let size = file.metadata()?.len();
+    if let Part::ParquetFooter = part
+        && size >= 12
+    {
+        // A parquet file ends with its footer, the footer's length (u32 LE)
+        // and the magic.
+        let mut tail = [0u8; 8];
+        file.seek(SeekFrom::End(-8))?;
+        file.read_exact(&mut tail)?;
+        let footer_len = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
+        if &tail[4..] == PARQUET_MAGIC && u64::from(footer_len) + 8 <= size {
+            let mut footer = vec![0u8; footer_len as usize];
+            file.seek(SeekFrom::End(-8 - i64::from(footer_len)))?;
+            file.read_exact(&mut footer)?;
+            return Ok((size, footer));
+        }
+        file.seek(SeekFrom::Start(0))?;
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    Ok((size, bytes))
 }
 
 #[cfg(test)]

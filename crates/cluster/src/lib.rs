@@ -78,9 +78,13 @@ pub fn register(ctx: &SessionContext, tree: &Arc<DataTree>) {
 }
 
 /// A scheduler's or executor's session state: Ballista's default state over
-/// `config`, with the catalog and every aicsql function.
+/// `config`, with the catalog and every aicsql function. The scheduler builds
+/// each job's state here from the client's settings; the two rules of
+/// [`session_config`] are applied again, so a client cannot turn them off
+/// (`SET ballista.planner.adaptive.enabled = true` would run a `UNION ALL`
+/// branch's call in every task of its stage).
 fn server_state(mount: &Arc<Mount>, config: SessionConfig) -> Result<SessionState> {
-    let config = config.with_extension(Arc::new(PerfScanPartitions(1)));
+    let config = config.with_ballista_adaptive_query_planner(false).with_extension(Arc::new(PerfScanPartitions(1)));
     let ctx = SessionContext::new_with_state(default_session_builder(config)?);
     register(&ctx, mount.tree());
     Ok(ctx.state())
@@ -210,7 +214,13 @@ impl Default for ExecutorOptions {
 }
 
 /// Runs an executor until the process is stopped.
+///
+/// It runs `vcores` tasks at once, so a task's searches get this machine's
+/// cores divided by that (at least one thread), not the client's partition
+/// count their session carries.
 pub async fn run_executor(mount: Arc<Mount>, options: ExecutorOptions) -> Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    aicsql_udfs::cap_search_threads(cores / options.vcores.max(1));
     let registry = BallistaFunctionRegistry::from(&server_state(&mount, session_config(&mount, SessionConfig::new()))?);
     let config_mount = Arc::clone(&mount);
     let config = ExecutorProcessConfig {

@@ -136,3 +136,69 @@ fn a_plan_over_other_data_is_refused_naming_both_fingerprints() {
     assert!(text.contains(&format!("{:016x}", mount.fingerprint() ^ 1)), "{text}");
     assert!(text.contains("--data"), "{text}");
 }
+
+/// A small local tree (no release marker) under `dir`: one perf table, one
+/// system YAML and one model config, copied from the published data at the
+/// same relative places.
+fn small_tree(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let full = tree();
+    let pick = |path: &std::path::Path, root: usize| {
+        let rel = path.strip_prefix(&full.roots()[root].dir).expect("a file under its root").to_path_buf();
+        let to = dir.join(&rel);
+        std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
+        std::fs::copy(path, &to).expect("copy");
+        rel
+    };
+    let perf = full.perf_files().iter().find(|f| f.table == "custom_allreduce").expect("a custom_allreduce table");
+    let yaml = full.system_yamls().iter().find(|d| d.stem == perf.system).expect("its system YAML");
+    let config = full.model_configs().first().expect("a model config");
+    vec![pick(&perf.path, perf.root), pick(&yaml.path, yaml.root), pick(&config.path, config.root)]
+}
+
+#[test]
+fn the_fingerprint_follows_the_contents_not_the_directory() {
+    let fp = |dir: &std::path::Path| aicsql_cluster::fingerprint(&DataTree::open(&[dir]).expect("mount"));
+    let (a, b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let files = small_tree(a.path());
+    small_tree(b.path());
+    // The same data under two directories: one fingerprint.
+    assert_eq!(fp(a.path()), fp(b.path()));
+    let (perf, yaml, config) = (&files[0], &files[1], &files[2]);
+
+    // An edited system YAML: another one.
+    let path = b.path().join(yaml);
+    let text = std::fs::read_to_string(&path).expect("read");
+    std::fs::write(&path, format!("{text}\n# edited\n")).expect("write");
+    assert_ne!(fp(a.path()), fp(b.path()), "an edited system YAML");
+    std::fs::write(&path, text).expect("restore");
+    assert_eq!(fp(a.path()), fp(b.path()));
+
+    // An edited model config.
+    let path = b.path().join(config);
+    let text = std::fs::read_to_string(&path).expect("read");
+    std::fs::write(&path, text.replacen('{', "{ ", 1)).expect("write");
+    assert_ne!(fp(a.path()), fp(b.path()), "an edited model config");
+    std::fs::write(&path, text).expect("restore");
+
+    // A perf table with other rows: its footer differs.
+    let path = b.path().join(perf);
+    let bytes = std::fs::read(&path).expect("read");
+    let ctx = SessionContext::new();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let rewritten = rt.block_on(async {
+        let df = ctx.read_parquet(path.to_str().expect("utf-8"), Default::default()).await.expect("read parquet");
+        let batches = df.limit(1, None).expect("skip a row").collect().await.expect("rows");
+        let mut out = Vec::new();
+        let mut writer =
+            datafusion::parquet::arrow::ArrowWriter::try_new(&mut out, batches[0].schema(), None).expect("writer");
+        for b in &batches {
+            writer.write(b).expect("write");
+        }
+        writer.close().expect("close");
+        out
+    });
+    std::fs::write(&path, &rewritten).expect("write");
+    assert_ne!(fp(a.path()), fp(b.path()), "a perf table with other rows");
+    std::fs::write(&path, &bytes).expect("restore");
+    assert_eq!(fp(a.path()), fp(b.path()));
+}

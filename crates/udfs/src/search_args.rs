@@ -86,8 +86,9 @@ pub(crate) fn search_call(
         tpot_ms,
         top_n: options.top_n,
         strict_sla: options.strict_sla,
-        // The session's parallelism (datafusion.execution.target_partitions).
-        threads: config.execution.target_partitions,
+        // The session's parallelism (datafusion.execution.target_partitions),
+        // within the process's cap (an executor's share of cores per task).
+        threads: crate::search_threads::search_threads(config),
     };
     Ok(Some(SearchCall { server, model, db, query }))
 }

@@ -292,13 +292,14 @@ impl ScalarUDFImpl for SearchBest {
         let options = AicOptions::from_config(&args.config_options)?;
         let calls = Calls::new(NAME, &ARGUMENTS, &args.args, args.number_rows)?;
         // A search is tens of milliseconds to seconds: the rows of a batch
-        // run on the session's partitions' worth of threads, each with its
+        // run on the session's partitions' worth of threads (within the
+        // process's cap, `cap_search_threads`), each with its
         // own servers. Rows of one (model, db) go to one thread together
         // (the agg and disagg searches of an entry share its server's
         // priced passes), and the groups start largest GPU budget first so
         // the long searches do not end the batch alone on one core.
         let order = dispatch_order(&calls);
-        let threads = args.config_options.execution.target_partitions.clamp(1, order.len().max(1));
+        let threads = crate::search_threads::search_threads(&args.config_options).min(order.len().max(1));
         let next = std::sync::atomic::AtomicUsize::new(0);
         let progress = crate::progress::Progress::new("search_best: searches", calls.rows);
         let work = || -> Result<Vec<(usize, Outcome)>> {

@@ -125,7 +125,13 @@ impl TableCallExec {
     ) -> Result<Self> {
         let schema = function.schema();
         let projected = match &projection {
-            Some(p) => Arc::new(schema.project(p)?),
+            Some(p) => Arc::new(schema.project(p).map_err(|e| {
+                DataFusionError::Plan(format!(
+                    "{}: projection {p:?} of its {} columns: {e}",
+                    function.name(),
+                    schema.fields().len()
+                ))
+            })?),
             None => schema,
         };
         let properties = Arc::new(PlanProperties::new(
