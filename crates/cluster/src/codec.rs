@@ -358,3 +358,45 @@ impl PhysicalExtensionCodec for AicPhysicalCodec {
         self.inner.try_encode(node, buf, proto_converter)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db(system: &str) -> proto::Database {
+        proto::Database { system: system.into(), backend: "vllm".into(), version: "0.19.0".into() }
+    }
+
+    fn scan(groups: Vec<Vec<proto::Database>>, batch_size: u64) -> proto::PerfScanNode {
+        proto::PerfScanNode {
+            kind: "gemm".into(),
+            projection: vec![0, 2],
+            groups: groups.into_iter().map(|databases| proto::FileGroup { databases }).collect(),
+            total_files: 2,
+            limit: Some(7),
+            batch_size,
+        }
+    }
+
+    #[test]
+    fn a_received_perf_scan_keeps_everything_it_was_sent_with() {
+        let plan = perf_scan_plan(scan(vec![vec![db("h200_sxm")], vec![db("gb200")]], 8192)).expect("a scan");
+        assert_eq!(plan.kind, "gemm");
+        assert_eq!(plan.projection, [0, 2]);
+        assert_eq!(plan.groups.len(), 2);
+        assert_eq!(plan.groups[1][0].system, "gb200");
+        assert_eq!((plan.total_files, plan.limit, plan.batch_size), (2, Some(7), 8192));
+    }
+
+    #[test]
+    fn a_perf_scan_no_aicsql_process_sends_is_refused_as_corrupt() {
+        for (node, what) in [
+            (scan(vec![], 8192), "no partition"),
+            (scan(vec![vec![db("h200_sxm")]], 0), "batch size 0"),
+            (scan(vec![vec![db("h200_sxm")], vec![db("h200_sxm")]], 8192), "h200_sxm/vllm/0.19.0 listed twice"),
+        ] {
+            let e = perf_scan_plan(node).expect_err(what).to_string();
+            assert!(e.contains("corrupt perf scan of aic.perf.gemm") && e.contains(what), "{e}");
+        }
+    }
+}
