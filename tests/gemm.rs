@@ -12,21 +12,9 @@ use datafusion::prelude::SessionContext;
 
 use aicsql::SessionBuilder;
 
-/// xorshift64*: deterministic, dependency-free randomness for the tests.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 /// Every (database, quant) pair with GEMM data of its own, from the catalog itself.
 async fn pairs(ctx: &SessionContext) -> Vec<(String, String)> {

@@ -28,6 +28,8 @@ mod limits;
 mod malformed;
 #[path = "robustness/planted.rs"]
 mod planted;
+#[path = "support/rng.rs"]
+mod rng;
 #[path = "robustness/settings.rs"]
 mod settings;
 #[path = "robustness/step_status.rs"]

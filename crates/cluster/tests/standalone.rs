@@ -203,20 +203,9 @@ fn the_fingerprint_follows_the_contents_not_the_directory() {
     assert_eq!(fp(a.path()), fp(b.path()));
 }
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+#[path = "../../../tests/support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 fn leaves(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<Arc<dyn ExecutionPlan>>) {
     if plan.children().is_empty() {
@@ -253,7 +242,7 @@ async fn damaged_messages_are_errors_not_panics() {
     for round in 0..4_000 {
         let mut m = messages[round % messages.len()].clone();
         for _ in 0..1 + rng.below(4) {
-            let at = 4 + rng.below(m.len().saturating_sub(4));
+            let at = 4 + rng.below(m.len().saturating_sub(4).max(1) as u64) as usize;
             match rng.below(4) {
                 0 if at < m.len() => m[at] = rng.next() as u8,
                 1 => m.truncate(at),

@@ -9,30 +9,17 @@ use aicsql_serving::{AggQuery, DisaggQuery, Parallel, Server, ServingError};
 use aicsql_tables::{DataTree, StepError};
 use common::data_dir;
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
+#[path = "../../../tests/support/rng.rs"]
+mod rng;
+use rng::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
-    /// Mostly realistic sizes, sometimes the extremes.
-    fn size(&mut self, realistic: &[u32]) -> u32 {
-        match self.below(40) {
-            0 => 0,
-            1 => u32::MAX,
-            2 => 1 + self.below(1 << 24) as u32,
-            _ => self.pick(realistic),
-        }
+/// Mostly realistic sizes, sometimes the extremes.
+fn size(rng: &mut Rng, realistic: &[u32]) -> u32 {
+    match rng.below(40) {
+        0 => 0,
+        1 => u32::MAX,
+        2 => 1 + rng.below(1 << 24) as u32,
+        _ => *rng.pick(realistic),
     }
 }
 
@@ -45,10 +32,10 @@ const CASES: &[(&str, &str, &str, &str, bool)] = &[
 ];
 
 fn parallel(rng: &mut Rng, moe: bool) -> Parallel {
-    let mut tp = rng.pick(&[1, 1, 2, 4, 8, 8, 3, 0, 16]);
-    let mut dp = rng.pick(&[1, 1, 1, 1, 2, 4, 0]);
-    let pp = rng.pick(&[1, 1, 1, 1, 1, 2, 4, 2]);
-    let cp = rng.pick(&[1, 1, 1, 1, 1, 2, 4, 0]);
+    let mut tp = *rng.pick(&[1, 1, 2, 4, 8, 8, 3, 0, 16]);
+    let mut dp = *rng.pick(&[1, 1, 1, 1, 2, 4, 0]);
+    let pp = *rng.pick(&[1, 1, 1, 1, 1, 2, 4, 2]);
+    let cp = *rng.pick(&[1, 1, 1, 1, 1, 2, 4, 0]);
     // Context parallelism is priced at tp = dp = 1 (sglang): mostly draw that.
     if cp > 1 && rng.below(4) != 0 {
         (tp, dp) = (1, 1);
@@ -57,7 +44,7 @@ fn parallel(rng: &mut Rng, moe: bool) -> Parallel {
         match rng.below(4) {
             0 => (Some(1), None),
             1 => (None, Some(tp * dp * cp)),
-            2 => (Some(rng.pick(&[1, 2, 4])), Some(rng.pick(&[1, 2, 4, 8]))),
+            2 => (Some(*rng.pick(&[1, 2, 4])), Some(*rng.pick(&[1, 2, 4, 8]))),
             _ => (None, None),
         }
     } else {
@@ -85,10 +72,13 @@ fn random_deployments_never_panic_and_stay_consistent() {
             .unwrap_or_else(|e| panic!("{model} on {system}/{backend}/{version}: {e}"));
         for _ in 0..600 {
             let p = parallel(&mut rng, moe);
-            let (batch, isl, osl) =
-                (rng.size(&[1, 2, 16, 64, 128]), rng.size(&[128, 1024, 4000, 8192]), rng.size(&[1, 2, 128, 1000]));
-            let prefix = if rng.below(3) == 0 { rng.size(&[0, 64, 512, 1024]) } else { 0 };
-            let ctx_tokens = if rng.below(3) == 0 { Some(rng.size(&[256, 1024, 8192])) } else { None };
+            let (batch, isl, osl) = (
+                size(&mut rng, &[1, 2, 16, 64, 128]),
+                size(&mut rng, &[128, 1024, 4000, 8192]),
+                size(&mut rng, &[1, 2, 128, 1000]),
+            );
+            let prefix = if rng.below(3) == 0 { size(&mut rng, &[0, 64, 512, 1024]) } else { 0 };
+            let ctx_tokens = if rng.below(3) == 0 { Some(size(&mut rng, &[256, 1024, 8192])) } else { None };
             let q = AggQuery { parallel: p, batch, isl, osl, prefix, ctx_tokens };
             let what = format!("{model} on {backend}: {q:?}");
             match server.estimate_agg(&q) {
@@ -112,11 +102,11 @@ fn random_deployments_never_panic_and_stay_consistent() {
             }
             let d = DisaggQuery {
                 prefill: p,
-                prefill_batch: rng.size(&[1, 2, 8]),
-                prefill_workers: rng.size(&[1, 2, 3]),
+                prefill_batch: size(&mut rng, &[1, 2, 8]),
+                prefill_workers: size(&mut rng, &[1, 2, 3]),
                 decode: parallel(&mut rng, moe),
                 decode_batch: batch,
-                decode_workers: rng.size(&[1, 2]),
+                decode_workers: size(&mut rng, &[1, 2]),
                 isl,
                 osl,
                 prefix,
