@@ -114,10 +114,10 @@ fn run_eight_threads(entry: &ScalarEntry<World>, seed: u64) {
     let mut calls = Vec::with_capacity(rows);
     while calls.len() < rows {
         let c = (entry.call)(world, &mut rng, &settings, entry.arities.len() - 1, &mut Pin::Off);
-        if let harness::Val::Text(Some(db)) = &c.args[if entry.name.starts_with("step") { 1 } else { 0 }] {
-            if wanted.contains(&db.as_str()) {
-                calls.push(c);
-            }
+        if let harness::Val::Text(Some(db)) = &c.args[if entry.name.starts_with("step") { 1 } else { 0 }]
+            && wanted.contains(&db.as_str())
+        {
+            calls.push(c);
         }
     }
     let failures =

@@ -412,7 +412,7 @@ fn step_invalid(w: &World, rng: &mut Rng, settings: &Settings, arity: usize) -> 
             needles = vec![needle];
             args[3] = Val::int(v);
         }
-        4 | 5 | 6 => {
+        4..=6 => {
             // batch / isl / osl: negative, zero (batch, isl), beyond the limit.
             let at = 4 + (choice - 4) as usize;
             let (name, limit) = [("batch", MAX_BATCH), ("isl", MAX_ISL), ("osl", MAX_OSL)][at - 4];

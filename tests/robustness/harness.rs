@@ -695,7 +695,7 @@ pub fn fuzz_scalar<W>(entry: &ScalarEntry<W>, world: &W, ctx: &SessionContext, p
         match result {
             BatchResult::Values(values) => {
                 check_values(name, entry.check, &settings, &calls, &values, &mut stats, &mut failures);
-                if plan.on_miss_error_every > 0 && batch_index % plan.on_miss_error_every == 0 {
+                if plan.on_miss_error_every > 0 && batch_index.is_multiple_of(plan.on_miss_error_every) {
                     on_miss_error_sample(
                         &rt,
                         ctx,

@@ -59,7 +59,7 @@ fn with_commas(v: i64) -> String {
     let s = v.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -101,7 +101,7 @@ impl Function {
 
 fn run(f: &Function, a: &StepArgs) -> Outcome {
     let sql = f.sql(a);
-    let what = format!("{sql}");
+    let what = sql.to_string();
     within(Duration::from_secs(180), &what, move || {
         let ctx = SessionBuilder::with_tree(crate::common::tree()).build();
         run_sql(&runtime(), &ctx, &sql)

@@ -130,7 +130,7 @@ fn run(flaw: Flaw) -> Failures {
         check: crate::entries::positive_finite,
         batch_rows: 20_000,
     };
-    let plan = FuzzPlan { seed: 0x51a7_7ed, calls: 100_000, invalid_batches: 20, on_miss_error_every: 0 };
+    let plan = FuzzPlan { seed: 0x051a_77ed, calls: 100_000, invalid_batches: 20, on_miss_error_every: 0 };
     let (_, failures) = fuzz_scalar(&entry, &(), &ctx, &plan);
     failures
 }

@@ -19,11 +19,14 @@ use crate::harness::{
 };
 use crate::world::{World, world};
 
+/// Checks a call's rows against its scalar twin's value.
+type RowsCheck = fn(&Call, &[RecordBatch], Option<f64>) -> Result<(), String>;
+
 /// A table function and its scalar twin.
 struct TableEntry {
     name: &'static str,
     twin: ScalarEntry<World>,
-    check: fn(&Call, &[RecordBatch], Option<f64>) -> Result<(), String>,
+    check: RowsCheck,
 }
 
 /// The call's arguments as literals of random types that hold the values;
@@ -77,10 +80,10 @@ fn text_column(batches: &[RecordBatch], name: &str) -> Vec<Option<String>> {
 
 fn finite_nonnegative(values: &[Option<f64>], column: &str, positive: bool) -> Result<(), String> {
     for (i, v) in values.iter().enumerate() {
-        if let Some(v) = v {
-            if !v.is_finite() || *v < 0.0 || (positive && *v == 0.0) {
-                return Err(format!("row {}: {column} = {v:?}", i + 1));
-            }
+        if let Some(v) = v
+            && (!v.is_finite() || *v < 0.0 || (positive && *v == 0.0))
+        {
+            return Err(format!("row {}: {column} = {v:?}", i + 1));
         }
     }
     Ok(())

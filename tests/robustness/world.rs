@@ -121,7 +121,7 @@ impl World {
             _ => rng.pick(&self.backends).clone(),
         };
         let version = match rng.below(6) {
-            0 | 1 | 2 => "latest".to_string(),
+            0..=2 => "latest".to_string(),
             3 => "99.bogus".to_string(),
             _ => rng.pick(&self.versions).clone(),
         };

@@ -102,7 +102,7 @@ const FIELDS: &Schema = &[
 ];
 
 /// `label` written into `buf` (reused across rows: no allocation per row).
-pub(crate) fn write_label<'b>(buf: &'b mut String, label: aicsql_serving::Label) -> &'b str {
+pub(crate) fn write_label(buf: &mut String, label: aicsql_serving::Label) -> &str {
     buf.clear();
     let _ = write!(buf, "{label}");
     buf

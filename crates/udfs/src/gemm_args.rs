@@ -67,10 +67,11 @@ struct Resolved<R> {
 
 impl<R> Resolved<R> {
     fn get(&mut self, db: &str, quant: &str, resolve: impl FnOnce() -> Result<R>) -> Result<Arc<R>> {
-        if let Some((d, q, r)) = self.entries.get(self.last) {
-            if d == db && q == quant {
-                return Ok(Arc::clone(r));
-            }
+        if let Some((d, q, r)) = self.entries.get(self.last)
+            && d == db
+            && q == quant
+        {
+            return Ok(Arc::clone(r));
         }
         if let Some(i) = self.entries.iter().position(|(d, q, _)| d == db && q == quant) {
             self.last = i;
