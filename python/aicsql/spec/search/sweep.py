@@ -293,16 +293,45 @@ def match_workers(p_seq: float, p_gpus: int, d_seq: float, d_gpus: int, sizes: f
     strict improvement in (decode, prefill) order; (-1, -1) if none."""
     best = 0.0
     answer = (-1, -1)
-    for nd in range(1, d_workers + 1):
-        for np_ in range(1, p_workers + 1):
-            n = p_gpus * np_ + d_gpus * nd
-            if sizes and n not in sizes:
-                continue
-            v = min(p_seq * np_ * _PREFILL_DEG, d_seq * nd * _DECODE_DEG) / n
-            if v > best:
-                best = v
-                answer = (np_, nd)
+    for np_, nd, n in _worker_counts(p_gpus, d_gpus, sizes, p_workers, d_workers):
+        v = min(p_seq * np_ * _PREFILL_DEG, d_seq * nd * _DECODE_DEG) / n
+        if v > best:
+            best = v
+            answer = (np_, nd)
     return answer
+
+
+_WORKER_COUNTS: Dict[tuple, Tuple[Tuple[int, int, int], ...]] = {}
+
+
+def _worker_counts(p_gpus: int, d_gpus: int, sizes: frozenset, p_workers: int,
+                   d_workers: int) -> Tuple[Tuple[int, int, int], ...]:  # fmt: skip
+    """The ``(prefill workers, decode workers, GPUs)`` `match_workers` weighs,
+    in its (decode, prefill) order: those whose GPU count is a deployment
+    size. They depend on the two workers' GPU counts only, so a search lists
+    them once per pair instead of walking 32 x 32 counts per rate."""
+    key = (p_gpus, d_gpus, sizes, p_workers, d_workers)
+    counts = _WORKER_COUNTS.get(key)
+    if counts is None:
+        counts = tuple(
+            (np_, nd, p_gpus * np_ + d_gpus * nd)
+            for nd in range(1, d_workers + 1)
+            for np_ in range(1, p_workers + 1)
+            if not sizes or p_gpus * np_ + d_gpus * nd in sizes
+        )
+        if len(_WORKER_COUNTS) >= 4096:
+            _WORKER_COUNTS.clear()
+        _WORKER_COUNTS[key] = counts
+    return counts
+
+
+def _deployment_rate(p: dict, np_: int, d: dict, nd: int) -> Tuple[float, int, float]:
+    """(seq/s, GPUs, tokens/s/gpu) of ``np_`` prefill and ``nd`` decode
+    workers: what `rate_match` writes and the per-category pick compares."""
+    seq_s = min(p["seq/s"] * np_ * _PREFILL_DEG, d["seq/s"] * nd * _DECODE_DEG)
+    num_total_gpus = p["pp"] * p["tp"] * p["dp"] * np_ + d["pp"] * d["tp"] * d["dp"] * nd
+    tokens_s_gpu = seq_s * p["osl"] / num_total_gpus if num_total_gpus > 0 else 0.0
+    return seq_s, num_total_gpus, tokens_s_gpu
 
 
 def rate_match(p: dict, np_: int, d: dict, nd: int) -> dict:
@@ -382,7 +411,10 @@ def sweep_disagg(ctx: StepContext, model: str, prefill_tuples: Sequence[Parallel
             group = take(d_cands, positions)
             group = take(group, sort_indexer([d["seq/s/gpu"] for d in group], ascending=False))
             group = group[:_MAX_DECODE_WORKERS_PER_CATEGORY]
-            category: List[dict] = []
+            # The category's row: max by (tokens/s/gpu, -GPUs), the first of
+            # equals (Python's max); only the winner's row is built.
+            best = None
+            best_key = None
             for d in group:
                 d_seq = float(d["seq/s"])
                 d_gpus = d["num_total_gpus"]
@@ -396,9 +428,12 @@ def sweep_disagg(ctx: StepContext, model: str, prefill_tuples: Sequence[Parallel
                     np_, nd = match
                     if np_ == -1 or nd == -1:
                         continue
-                    category.append(rate_match(p, np_, d, nd))
-            if category:
-                best_rows.append(max(category, key=lambda x: (x["tokens/s/gpu"], -x["num_total_gpus"])))
+                    _, gpus, tokens_s_gpu = _deployment_rate(p, np_, d, nd)
+                    rank = (tokens_s_gpu, -gpus)
+                    if best is None or rank > best_key:
+                        best, best_key = (p, np_, d, nd), rank
+            if best is not None:
+                best_rows.append(rate_match(*best))
         if not best_rows:
             continue
         frame = [round_row(r) for r in best_rows]
