@@ -31,6 +31,7 @@ to its CP collectives with ``attn_cp > 1``. Generation ops never split.
 
 from __future__ import annotations
 
+import bisect
 from typing import List, NamedTuple, Optional, Tuple
 
 from ..gemm import GemmMiss
@@ -137,6 +138,13 @@ def join_paths(paths) -> Optional[str]:
 # ---- GEMM path names -----------------------------------------------------------------
 
 
+def _on_curve(ms, m) -> bool:
+    """Whether m is one of a site curve's points (sorted, unique: a binary
+    search instead of a walk along the curve on every GEMM)."""
+    i = bisect.bisect_left(ms, m)
+    return i < len(ms) and ms[i] == m
+
+
 def _gemm_path(k: Kernels, q: QuantMode, m: int, n: int, kk: int) -> str:
     """The goldens' name for how the ScatteredSites resolver answers (m, n, k);
     a transfer whose blended neighbours hold a curve util is
@@ -148,11 +156,11 @@ def _gemm_path(k: Kernels, q: QuantMode, m: int, n: int, kk: int) -> str:
     if sid is None:
         for neighbour in s.neighbours(m, n, kk):
             ms = s.curve_m[neighbour]
-            if m not in ms and not ms[0] < m < ms[-1]:
+            if not _on_curve(ms, m) and not ms[0] < m < ms[-1]:
                 return "site_transfer+curve_util_hold"
         return "site_transfer"
     ms = s.curve_m[sid]
-    if m in ms:
+    if _on_curve(ms, m):
         return "exact_hit"
     if ms[0] < m < ms[-1]:
         return "own_site_curve_interpolation"
