@@ -165,6 +165,9 @@ pub struct StepModel<'a> {
     tables: Tables<'a>,
     desc: ModelDesc,
     inferred: quants::Inferred,
+    /// The FMHA mode of the checkpoint's own quant fields, before any
+    /// family rule (DeepSeek-V4 prices bfloat16 attention math).
+    checkpoint_fmha: Option<FmhaQuant>,
     prepared: Vec<Prepared>,
     /// Where each key's list is in `prepared` (a search keeps hundreds).
     prepared_at: foldhash::HashMap<PrepKey, usize>,
@@ -214,6 +217,7 @@ impl<'a> StepModel<'a> {
         let cfg = model_config(&tree, model)?;
         let desc = ModelDesc::from_config(&cfg)?;
         let mut inferred = quants::infer(&cfg)?;
+        let checkpoint_fmha = inferred.fmha;
         if let Some(v4) = &desc.dsv4 {
             inferred = v4.infer(inferred);
         }
@@ -223,6 +227,7 @@ impl<'a> StepModel<'a> {
             tables,
             desc,
             inferred,
+            checkpoint_fmha,
             prepared: Vec::new(),
             prepared_at: Default::default(),
             shared: Vec::new(),
@@ -238,6 +243,7 @@ impl<'a> StepModel<'a> {
             tables: self.tables.fork()?,
             desc: self.desc.clone(),
             inferred: self.inferred,
+            checkpoint_fmha: self.checkpoint_fmha,
             prepared: Vec::new(),
             prepared_at: Default::default(),
             shared: Vec::new(),
@@ -321,10 +327,13 @@ impl<'a> StepModel<'a> {
         })
     }
 
-    /// The FMHA mode the checkpoint implies, before any guard (what the
-    /// spec's search labels a decode worker with).
+    /// The FMHA mode the checkpoint implies, before any guard or family
+    /// rule (what the spec's search labels a decode worker with: its task
+    /// infers the modes from the raw config without the architecture, so
+    /// DeepSeek-V4's fp8 checkpoint labels its decode workers fp8 although
+    /// the step prices bfloat16 attention math).
     pub fn checkpoint_fmha(&self) -> FmhaQuant {
-        self.inferred.fmha.unwrap_or(FmhaQuant::Bfloat16)
+        self.checkpoint_fmha.unwrap_or(FmhaQuant::Bfloat16)
     }
 
     /// The spec's family name of the model (`LLAMA`, `MOE`, `DEEPSEEK`, ...).
