@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::common::ScalarValue;
 use datafusion::prelude::SessionContext;
 
 use aicsql::SessionBuilder;
@@ -158,27 +157,12 @@ fn tail(text: &str) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
+#[path = "support/rows.rs"]
+mod support_rows;
+use support_rows::rows;
+
 fn local() -> SessionContext {
     SessionBuilder::with_tree(common::tree()).build()
-}
-
-/// Rows as text, every value in full (f64 prints its shortest round-trip
-/// form, so equal text is equal bits); the column types may differ between
-/// the sessions (Ballista reads strings as Utf8, DataFusion as Utf8View).
-fn rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    for batch in batches {
-        for row in 0..batch.num_rows() {
-            out.push(
-                batch
-                    .columns()
-                    .iter()
-                    .map(|c| ScalarValue::try_from_array(c, row).map(|v| v.to_string()).expect("a value"))
-                    .collect(),
-            );
-        }
-    }
-    out
 }
 
 async fn run(ctx: &SessionContext, sql: &str) -> datafusion::common::Result<Vec<RecordBatch>> {

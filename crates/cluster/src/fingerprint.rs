@@ -25,8 +25,8 @@ use aicsql_tables::DataTree;
 pub fn fingerprint(tree: &DataTree) -> u64 {
     let mut hash = Fnv::new();
     let release = |root: usize| {
-        let label = tree.release_label(root);
-        if label.starts_with("local:") { "local" } else { label }
+        let release = &tree.roots()[root].release;
+        if release.is_local() { "local" } else { release.label.as_str() }
     };
     for file in tree.perf_files() {
         for part in [&file.system, &file.backend, &file.version, &file.table] {

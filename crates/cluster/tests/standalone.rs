@@ -5,8 +5,6 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use datafusion::arrow::array::RecordBatch;
-use datafusion::common::ScalarValue;
 use datafusion::physical_plan::{ExecutionPlan, displayable};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::physical_plan::{AsExecutionPlan, DefaultPhysicalProtoConverter, PhysicalExtensionCodec};
@@ -34,21 +32,9 @@ fn local() -> SessionContext {
     ctx
 }
 
-fn rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    for batch in batches {
-        for row in 0..batch.num_rows() {
-            out.push(
-                batch
-                    .columns()
-                    .iter()
-                    .map(|c| ScalarValue::try_from_array(c, row).map(|v| v.to_string()).expect("a value"))
-                    .collect(),
-            );
-        }
-    }
-    out
-}
+#[path = "../../../tests/support/rows.rs"]
+mod support_rows;
+use support_rows::rows;
 
 const QUERIES: [&str; 6] = [
     // A whole perf table: every database's file, read once (Ballista slices
