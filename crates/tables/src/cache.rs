@@ -17,9 +17,9 @@ use crate::error::{Result, TablesError};
 use crate::gemm::GemmTable;
 use crate::kernels::{
     AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextDsaTable, ContextDsv4Table, ContextMlaModuleTable,
-    ContextMlaTable, Dsv4TopkCalib, GdnTable, GenerationAttentionTable, GenerationDsaTable, GenerationDsv4Table,
-    GenerationMlaModuleTable, GenerationMlaTable, Mamba2Table, MhcTable, MlaBmmTable, MoeTable, NcclTable,
-    ScaleMatrixTable,
+    ContextMlaTable, DsaSparseTable, Dsv4CpTable, Dsv4TopkCalib, GdnTable, GenerationAttentionTable,
+    GenerationDsaTable, GenerationDsv4Table, GenerationMlaModuleTable, GenerationMlaTable, Mamba2Table, MhcTable,
+    MlaBmmTable, MoeTable, NcclTable, ScaleMatrixTable,
 };
 use crate::model::ModelConfig;
 use crate::op_sol::OpSol;
@@ -127,6 +127,8 @@ pub struct TableCache {
     pub(crate) dsv4_context: Slots<(DbKey, bool), ContextDsv4Table>,
     pub(crate) dsv4_generation: Slots<(DbKey, bool), GenerationDsv4Table>,
     pub(crate) dsv4_topk_calib: Slots<(DbKey, bool), Dsv4TopkCalib>,
+    pub(crate) dsa_sparse: Slots<(DbKey, bool), DsaSparseTable>,
+    pub(crate) dsv4_cp: Slots<(DbKey, bool), Dsv4CpTable>,
     /// `op_kernel_source_manifest.yaml`, parsed once.
     pub(crate) manifests: Slots<PathBuf, serde_yaml_ng::Value>,
     pub(crate) systems: Slots<String, (SystemSpec, PathBuf)>,

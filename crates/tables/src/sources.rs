@@ -126,6 +126,54 @@ pub const DSV4_CSA_TOPK_CALIB_FILE: TableFile = TableFile {
     family: "sparse_attention",
     label: "DeepSeek-V4 CSA top-k calibration",
 };
+/// DeepSeek-V4's paged-MQA-logits indexer kernel, read only by the
+/// context-parallel CSA module (families_dsv4.md 3.5, 5).
+pub const DSV4_PAGED_MQA_FILE: TableFile = TableFile {
+    table: "dsv4_paged_mqa_logits_module",
+    file: "dsv4_paged_mqa_logits_module_perf",
+    family: "sparse_attention",
+    label: "DeepSeek-V4 paged MQA logits",
+};
+/// The DSA sub-kernel tables of context parallelism (families_dsa.md 7),
+/// per architecture prefix: `glm5_*` (GLM-5.x) and `dsv32_*` (DeepSeek-V3.2).
+/// The indexer logits, the top-k selection, and the sparse attention kernel
+/// (never priced: only its presence can anchor the version dir).
+pub const GLM5_MQA_LOGITS_FILE: TableFile = TableFile {
+    table: "glm5_mqa_logits_module",
+    file: "glm5_mqa_logits_module_perf",
+    family: "sparse_attention",
+    label: "GLM-5 MQA logits",
+};
+pub const GLM5_TOPK_FILE: TableFile = TableFile {
+    table: "glm5_topk_module",
+    file: "glm5_topk_module_perf",
+    family: "sparse_attention",
+    label: "GLM-5 top-k",
+};
+pub const GLM5_DSA_ATTN_FILE: TableFile = TableFile {
+    table: "glm5_dsa_attn_module",
+    file: "glm5_dsa_attn_module_perf",
+    family: "sparse_attention",
+    label: "GLM-5 DSA attention",
+};
+pub const DSV32_MQA_LOGITS_FILE: TableFile = TableFile {
+    table: "dsv32_mqa_logits_module",
+    file: "dsv32_mqa_logits_module_perf",
+    family: "sparse_attention",
+    label: "DeepSeek-V3.2 MQA logits",
+};
+pub const DSV32_TOPK_FILE: TableFile = TableFile {
+    table: "dsv32_topk_module",
+    file: "dsv32_topk_module_perf",
+    family: "sparse_attention",
+    label: "DeepSeek-V3.2 top-k",
+};
+pub const DSV32_DSA_ATTN_FILE: TableFile = TableFile {
+    table: "dsv32_dsa_attn_module",
+    file: "dsv32_dsa_attn_module_perf",
+    family: "sparse_attention",
+    label: "DeepSeek-V3.2 DSA attention",
+};
 /// DeepSeek-V4's manifold-constrained hyper-connections, under `mhc/`.
 pub const MHC_MODULE_FILE: TableFile =
     TableFile { table: "mhc_module", file: "mhc_module_perf", family: "mhc", label: "DeepSeek-V4 mHC module" };
@@ -249,6 +297,42 @@ pub(crate) fn plan(
         return Err(no_table(tree, table, system, backend, version, primary, &donors, shared));
     }
     Ok(out)
+}
+
+/// The file the spec's resolver finds for the database's own version of
+/// `table` (no union, no reuse; a partial legacy dir's file too), as the
+/// one source of a loader that reads "the primary file only".
+pub(crate) fn own_file(
+    tree: &DataTree,
+    table: &TableFile,
+    system: &str,
+    backend: &str,
+    version: &str,
+) -> Option<TableSource> {
+    tree.perf_files()
+        .iter()
+        .find(|f| f.table == table.table && f.system == system && f.backend == backend && f.version == version)
+        .map(|f| source(f, SourceRole::Own))
+}
+
+/// The file of `table` that lies in `dir` for the database, if any: a
+/// sibling of a file [`own_file`] found.
+pub(crate) fn sibling_file(
+    tree: &DataTree,
+    table: &TableFile,
+    (system, backend, version): (&str, &str, &str),
+    dir: &Path,
+) -> Option<TableSource> {
+    tree.perf_files()
+        .iter()
+        .find(|f| {
+            f.table == table.table
+                && f.system == system
+                && f.backend == backend
+                && f.version == version
+                && f.path.parent() == Some(dir)
+        })
+        .map(|f| source(f, SourceRole::Own))
 }
 
 fn source(f: &PerfFile, role: SourceRole) -> TableSource {

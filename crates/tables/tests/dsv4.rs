@@ -95,11 +95,48 @@ fn the_moe_quant_follows_backend_and_gpu() {
     assert_eq!(fp8, "fp8_block");
 }
 
-/// Context parallelism (families_dsv4.md 5) is refused, saying why.
+/// Context parallelism on sglang (families_dsv4.md 5): the busiest rank's
+/// module plus the CSA sub-kernel swaps and the KV all-gathers, token-major
+/// ops split over the ranks, decode unsplit. (model, db, cp, batch, isl,
+/// prefix, the spec's TTFT, and its TPOT at prefix 0.)
+#[rustfmt::skip]
+const CP_CASES: [(&str, &str, u32, u32, u32, u32, f64, f64); 6] = [
+    (FLASH, B200, 2, 1, 4096, 0, 59.629499164599025, 7.141059700398924),
+    (FLASH, B200, 4, 2, 8192, 0, 109.26445411807416, 6.248964506416506),
+    (FLASH, B200, 8, 1, 12000, 0, 60.42441087436618, 6.556712768357756),
+    (FLASH, B200, 4, 1, 3000, 1000, 30.74138709688967, 7.336066905332092),
+    (FLASH, "gb200/sglang/0.5.14", 4, 4, 4096, 0, 95.96171603168439, 7.48607427695751),
+    (PRO, B200, 8, 1, 8192, 0, 175.69622465352737, 13.807614378399352),
+];
+
 #[test]
-fn context_parallelism_is_refused_naming_why() {
+fn context_parallelism_on_sglang() {
+    let mut failed = Vec::new();
+    for &(name, db, cp, batch, isl, prefix, ttft, tpot) in &CP_CASES {
+        let mut m = model(name, db);
+        let s = StepShape { tp: 1, pp: 1, dp: 1, cp, batch, isl, osl: 20, moe_tp: Some(1), moe_ep: Some(cp) };
+        let got_ttft = m.context_sums(&s, prefix).map(|p| p.total());
+        let got_tpot = m.latency(Phase::Generation, &s);
+        if got_ttft.as_ref().ok().map(|v| v.to_bits()) != Some(ttft.to_bits())
+            || got_tpot.as_ref().ok().map(|v| v.to_bits()) != Some(tpot.to_bits())
+        {
+            failed
+                .push(format!("{name} on {db} cp {cp} B {batch} isl {isl} prefix {prefix}: {got_ttft:?} {got_tpot:?}"));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+/// The CSA top-k table stops at isl 16384: a longer prefill misses rather
+/// than clamp a super-linear kernel; decode is not split and prices.
+#[test]
+fn context_parallelism_beyond_the_top_k_grid_misses() {
     let mut m = model(FLASH, B200);
-    let s = StepShape { tp: 1, pp: 1, dp: 1, cp: 2, batch: 1, isl: 4096, osl: 20, moe_tp: Some(1), moe_ep: Some(2) };
+    let s = StepShape { tp: 1, pp: 1, dp: 1, cp: 8, batch: 1, isl: 20000, osl: 20, moe_tp: Some(1), moe_ep: Some(8) };
     let err = m.latency(Phase::Context, &s).err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(err.contains("model_family='DEEPSEEKV4'") && err.contains("families_dsv4.md 5"), "{err}");
+    assert!(err.contains("DSA CP: isl=20000 exceeds the collected sparse-kernel grid (max isl=16384)"), "{err}");
+    assert_eq!(m.latency(Phase::Generation, &s).ok(), Some(6.687108537889006));
+    let tp2 = StepShape { tp: 2, moe_ep: Some(4), ..s };
+    let err = m.latency(Phase::Context, &tp2).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("needs tp 1 and attention dp 1"), "{err}");
 }

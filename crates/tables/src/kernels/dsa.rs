@@ -190,13 +190,15 @@ impl<K: Eq + std::hash::Hash + Copy, const N: usize> DsaSlices<K, N> {
         Ok(DsaSlices { origin, file, full, skip: any_skip.then_some(skip), sol })
     }
 
-    /// The slice of `key`: the `trtllm` bucket, else `flashmla_kv`. A
-    /// skip-indexer lookup on a database whose files have no skip rows, and a
-    /// slice no file has (`unavailable`), are the spec's two misses (6.6).
+    /// The slice of `key`: the `trtllm` bucket, else `flashmla_kv` (the
+    /// reverse with `flashmla_first`). A skip-indexer lookup on a database
+    /// whose files have no skip rows, and a slice no file has
+    /// (`unavailable`), are the spec's two misses (6.6).
     fn slice(
         &self,
         key: K,
         skip: bool,
+        flashmla_first: bool,
         phase: &str,
         unavailable: impl Fn() -> KernelMiss,
     ) -> std::result::Result<&Grid<N>, KernelMiss> {
@@ -215,7 +217,9 @@ impl<K: Eq + std::hash::Hash + Copy, const N: usize> DsaSlices<K, N> {
         } else {
             &self.full
         };
-        table.get(&(key, Bucket::Trtllm)).or_else(|| table.get(&(key, Bucket::FlashmlaKv))).ok_or_else(unavailable)
+        let (first, second) =
+            if flashmla_first { (Bucket::FlashmlaKv, Bucket::Trtllm) } else { (Bucket::Trtllm, Bucket::FlashmlaKv) };
+        table.get(&(key, first)).or_else(|| table.get(&(key, second))).ok_or_else(unavailable)
     }
 }
 
@@ -346,7 +350,9 @@ fn db_parts(db: &str) -> (&str, &str, &str) {
 }
 
 impl ContextDsaTable {
-    /// `query_context_dsa_module(b, s, prefix, num_heads, ...)` (6.3).
+    /// `query_context_dsa_module(b, s, prefix, num_heads, ...)` (6.3);
+    /// `flashmla_first`: the context-parallel base asks for the
+    /// `flashmla_kv` kernel bucket (families_dsa.md 7).
     pub fn query(
         &self,
         b: i64,
@@ -354,6 +360,7 @@ impl ContextDsaTable {
         prefix: i64,
         heads: i64,
         q: DsaQuant,
+        flashmla_first: bool,
     ) -> std::result::Result<(f64, GridPath), KernelMiss> {
         let t = &self.0;
         let (system, backend, version) = db_parts(&t.origin.db);
@@ -373,7 +380,7 @@ impl ContextDsaTable {
                 ),
             )
         };
-        let grid = t.slice((q.fmha, q.kv, q.gemm, q.arch), q.skip_indexer, "Context", unavailable)?;
+        let grid = t.slice((q.fmha, q.kv, q.gemm, q.arch), q.skip_indexer, flashmla_first, "Context", unavailable)?;
         let dims = q.arch.dims();
         let (kv_mem, fmha_mem, fmha_compute) = (q.kv.memory(), q.fmha.memory(), q.fmha.compute());
         let (gemm_mem, gemm_compute) = (q.gemm.memory(), q.gemm.compute());
@@ -409,7 +416,7 @@ impl GenerationDsaTable {
                 ),
             )
         };
-        let grid = t.slice((q.kv, q.gemm, q.arch), q.skip_indexer, "Generation", unavailable)?;
+        let grid = t.slice((q.kv, q.gemm, q.arch), q.skip_indexer, false, "Generation", unavailable)?;
         let dims = q.arch.dims();
         let (kv_mem, gemm_mem, gemm_compute) = (q.kv.memory(), q.gemm.memory(), q.gemm.compute());
         let sol = |c: &[i64; 3]| t.sol.dsa_generation(&dims, (c[1], c[2], c[0]), kv_mem, gemm_mem, gemm_compute);

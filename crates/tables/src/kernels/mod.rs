@@ -6,6 +6,7 @@
 
 mod allreduce;
 mod context_attention;
+mod cp_sparse;
 mod dsa;
 mod dsv4;
 mod dsv4_calib;
@@ -31,6 +32,7 @@ use crate::system::{SystemSpec, system_spec};
 
 pub use allreduce::AllReduceTable;
 pub use context_attention::{ContextAttentionTable, CtxAttnQuery};
+pub use cp_sparse::{ByBatch, DsaSparseKinds, DsaSparseTable, Dsv4CpTable, IslBeyondGrid, IslSteps, dsa_sparse_prefix};
 pub use dsa::{ContextDsaTable, DsaArch, DsaQuant, GenerationDsaTable};
 pub use dsv4::{ContextDsv4Table, Dsv4TopkCalib, GenerationDsv4Table, MhcTable, TopkVariant};
 pub use gdn::{GdnKernel, GdnShape, GdnTable};

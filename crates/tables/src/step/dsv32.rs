@@ -128,7 +128,14 @@ fn gemm(base: &'static str, count: f64, n: i64, k: i64, quant: GemmQuant) -> Op 
 pub(crate) fn op_list(model: &ModelDesc, dsa: &Dsa, par: &Parallel, quants: &Quants, phase: Phase) -> OpList {
     let (h, tp, l) = (model.hidden, par.tp, model.layers as f64);
     let context = phase == Phase::Context;
-    let norm = OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h };
+    // Under context parallelism the context add-norms see `x // cp` tokens
+    // while every other token-major op sees all of them (families_dsa.md 7).
+    let cp = if context { par.cp } else { 1 };
+    let norm = if cp > 1 {
+        OpSpec::FloorSplitElementWise { dim_in: 2 * h, dim_out: 2 * h, split: cp }
+    } else {
+        OpSpec::ElementWise { dim_in: 2 * h, dim_out: 2 * h }
+    };
     let bf16_or = |bf16: bool| if bf16 { GemmQuant::Bfloat16 } else { quants.gemm };
     let attention = OpSpec::Dsa {
         context,
@@ -141,6 +148,7 @@ pub(crate) fn op_list(model: &ModelDesc, dsa: &Dsa, par: &Parallel, quants: &Qua
             skip_indexer: false,
         },
         full_layers: if par.sglang { dsa.sglang_full_layers } else { 1.0 },
+        cp,
     };
     let kind = if context { OpKind::ContextDsaModule } else { OpKind::GenerationDsaModule };
     // The shared expert, split by moe_tp at its own quant.

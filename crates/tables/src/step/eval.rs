@@ -10,10 +10,10 @@ use crate::gemm::{GemmPlan, GemmTable};
 use crate::grid::GridPath;
 use crate::kernels::{
     AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextDsaTable, ContextDsv4Table, ContextMlaModuleTable,
-    ContextMlaTable, CtxAttnQuery, CtxMlaQuery, DatabaseTable, DsaQuant, Dsv4TopkCalib, GdnTable, GenAttnQuery,
-    GenerationAttentionTable, GenerationDsaTable, GenerationDsv4Table, GenerationMlaModuleTable, GenerationMlaTable,
-    KernelMiss, Mamba2Table, MhcTable, MlaBmmTable, MoeQuery, MoeShape, MoeTable, NcclTable, RooflineAnswer,
-    ScaleMatrixTable,
+    ContextMlaTable, CtxAttnQuery, CtxMlaQuery, DatabaseTable, DsaQuant, DsaSparseTable, Dsv4CpTable, Dsv4TopkCalib,
+    GdnTable, GenAttnQuery, GenerationAttentionTable, GenerationDsaTable, GenerationDsv4Table,
+    GenerationMlaModuleTable, GenerationMlaTable, KernelMiss, Mamba2Table, MhcTable, MlaBmmTable, MoeQuery, MoeShape,
+    MoeTable, NcclTable, RooflineAnswer, ScaleMatrixTable,
 };
 use crate::modes::MoeQuant;
 use crate::op_sol::OpSol;
@@ -22,6 +22,9 @@ use crate::sol::GemmSol;
 use crate::step::ops::{Op, OpSpec};
 use crate::step::types::{Dsv4Attn, Lookup, StepError};
 use crate::system::{Num, system_spec};
+
+#[path = "eval_cp.rs"]
+mod cp;
 
 /// How an op's table lookup resolved (for the report's `interp_path`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,11 +59,20 @@ pub(crate) struct OpValue {
     pub lookup: Option<Lookup>,
     pub path: Option<Path>,
     pub source: &'static str,
+    /// The op's total when the spec does not compute it as `per_app *
+    /// count`: a context-parallel DSA layer mixes its full and skip layers
+    /// after scaling each (families_dsa.md 7).
+    pub counted: Option<f64>,
 }
 
 impl OpValue {
+    /// The op's total over its `count` applications.
+    pub fn total(&self, count: f64) -> f64 {
+        self.counted.unwrap_or(self.per_app * count)
+    }
+
     fn formula(per_app: f64) -> OpValue {
-        OpValue { per_app, lookup: None, path: None, source: "empirical" }
+        OpValue { per_app, lookup: None, path: None, source: "empirical", counted: None }
     }
 }
 
@@ -99,6 +111,8 @@ pub(crate) struct Tables<'a> {
     dsv4_context: Option<Arc<ContextDsv4Table>>,
     dsv4_generation: Option<Arc<GenerationDsv4Table>>,
     dsv4_calib: Option<Arc<Dsv4TopkCalib>>,
+    dsa_sparse: Option<Arc<DsaSparseTable>>,
+    dsv4_cp: Option<Arc<Dsv4CpTable>>,
     /// The fp8_static GEMM roofline (its floor), built on first use.
     fp8_static_sol: Option<Arc<GemmSol>>,
 }
@@ -176,7 +190,7 @@ fn kernel_miss(miss: KernelMiss, op: &dyn Fn() -> String, lookup: Lookup) -> Ste
 
 /// A table lookup's value.
 fn silicon((per_app, path): (f64, GridPath), lookup: Lookup) -> OpValue {
-    OpValue { per_app, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon" }
+    OpValue { per_app, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon", counted: None }
 }
 
 /// A linear-attention kernel's value: the table's, or where it had nothing
@@ -186,7 +200,7 @@ fn roofline_value(answer: RooflineAnswer, lookup: Lookup) -> OpValue {
     match answer {
         RooflineAnswer::Table(latency, path) => silicon((latency, path), lookup),
         RooflineAnswer::Roofline(latency) => {
-            OpValue { per_app: latency, lookup: Some(lookup), path: None, source: "sol" }
+            OpValue { per_app: latency, lookup: Some(lookup), path: None, source: "sol", counted: None }
         }
     }
 }
@@ -258,6 +272,8 @@ impl<'a> Tables<'a> {
             dsv4_context: None,
             dsv4_generation: None,
             dsv4_calib: None,
+            dsa_sparse: None,
+            dsv4_cp: None,
             fp8_static_sol: None,
         })
     }
@@ -400,7 +416,7 @@ impl<'a> Tables<'a> {
     /// spec's step does) and the inner op's lookup.
     fn inner(&mut self, op: &Op, at: At) -> Result<(f64, OpValue), StepError> {
         let v = self.leaf(op, at)?;
-        Ok((v.per_app * op.count, v))
+        Ok((v.total(op.count), v))
     }
 
     /// `((0.0 + t1) + t2) + ...` over `ops`, with the first lookup.
@@ -423,14 +439,20 @@ impl<'a> Tables<'a> {
             Err(StepError::Miss { .. }) => self.sum(fallback, at)?,
             Err(e) => return Err(e),
         };
-        Ok(OpValue { per_app: total, lookup, path: None, source: "silicon" })
+        Ok(OpValue { per_app: total, lookup, path: None, source: "silicon", counted: None })
     }
 
     /// Two streams: `max(a, b)` of their sums (Python's max: `a` on a tie).
     fn overlap(&mut self, a: &[Op], b: &[Op], at: At) -> Result<OpValue, StepError> {
         let (ta, la) = self.sum(a, at)?;
         let (tb, lb) = self.sum(b, at)?;
-        Ok(OpValue { per_app: if tb > ta { tb } else { ta }, lookup: la.or(lb), path: None, source: "mixed" })
+        Ok(OpValue {
+            per_app: if tb > ta { tb } else { ta },
+            lookup: la.or(lb),
+            path: None,
+            source: "mixed",
+            counted: None,
+        })
     }
 
     fn leaf(&mut self, op: &Op, at: At) -> Result<OpValue, StepError> {
@@ -440,6 +462,10 @@ impl<'a> Tables<'a> {
             OpSpec::Embedding { hidden, .. } => OpValue::formula(self.sol.mem_op(tokens * hidden * 2)),
             OpSpec::ElementWise { dim_in, dim_out } => {
                 OpValue::formula(self.sol.mem_op(tokens * dim_in * 2 + tokens * dim_out * 2))
+            }
+            OpSpec::FloorSplitElementWise { dim_in, dim_out, split } => {
+                let share = x / split;
+                OpValue::formula(self.sol.mem_op(share * dim_in * 2 + share * dim_out * 2))
             }
             // One stage hands `tokens * hidden` bf16 values to the next; a
             // single stage (count 0) hands nothing.
@@ -519,6 +545,7 @@ impl<'a> Tables<'a> {
                     lookup: Some(lookup),
                     path: Some(Path::Grid(path)),
                     source: "mixed",
+                    counted: None,
                 }
             }
             OpSpec::GenerationAttention { n, n_kv, head_dim, window, kv } => {
@@ -531,6 +558,7 @@ impl<'a> Tables<'a> {
                     lookup: Some(lookup),
                     path: Some(Path::Grids(r.samples.map(|s| s.2))),
                     source: "silicon",
+                    counted: None,
                 }
             }
             OpSpec::AllReduce { tp, hidden } => self.all_reduce(tp, tokens * hidden, at)?,
@@ -605,12 +633,22 @@ impl<'a> Tables<'a> {
                 let table = self.mamba2().map_err(|e| load_failure(e, at.name, lookup))?;
                 roofline_value(table.query(kernel, at.batch, at.s, &shape), lookup)
             }
-            OpSpec::Dsa { context, heads, quant, full_layers } => {
+            OpSpec::Dsa { context: true, heads, quant, full_layers, cp } if cp > 1 => {
+                self.dsa_context_cp(op, heads, quant, full_layers, cp, at)?
+            }
+            OpSpec::Dsa { context, heads, quant, full_layers, .. } => {
                 // The full layers' lookup, and with skip-indexer layers theirs,
                 // mixed by the fraction of full layers (families_dsa.md 6.3-6.5).
                 let skip = DsaQuant { skip_indexer: true, ..quant };
                 let (lookup, skip_lookup) = if context {
-                    let l = |quant| Lookup::ContextDsa { b: at.batch, s: at.s, prefix: at.prefix, heads, quant };
+                    let l = |quant| Lookup::ContextDsa {
+                        b: at.batch,
+                        s: at.s,
+                        prefix: at.prefix,
+                        heads,
+                        quant,
+                        flashmla_kv: false,
+                    };
                     (l(quant), l(skip))
                 } else {
                     let l = |quant| Lookup::GenerationDsa { b: at.batch, s: at.s, heads, quant };
@@ -619,7 +657,9 @@ impl<'a> Tables<'a> {
                 let value = |tables: &mut Self, lookup: Lookup, q: DsaQuant| -> Result<(f64, GridPath), StepError> {
                     if context {
                         let table = tables.dsa_context().map_err(|e| load_failure(e, at.name, lookup))?;
-                        table.query(at.batch, at.s, at.prefix, heads, q).map_err(|m| kernel_miss(m, at.name, lookup))
+                        table
+                            .query(at.batch, at.s, at.prefix, heads, q, false)
+                            .map_err(|m| kernel_miss(m, at.name, lookup))
                     } else {
                         let table = tables.dsa_generation().map_err(|e| load_failure(e, at.name, lookup))?;
                         table.query(at.batch, at.s, heads, q).map_err(|m| kernel_miss(m, at.name, lookup))
@@ -653,6 +693,9 @@ impl<'a> Tables<'a> {
     /// A DeepSeek-V4 attention layer (families_dsv4.md 4.2-4.3): its module
     /// table's value, the CSA layers' top-k calibration delta subtracted.
     fn dsv4_attention(&mut self, context: bool, attn: Dsv4Attn, at: At) -> Result<OpValue, StepError> {
+        if context && at.cp > 1 {
+            return self.dsv4_context_cp(attn, at);
+        }
         let lookup = if context {
             Lookup::ContextDsv4 { b: at.batch, s: at.s, prefix: at.prefix, attn }
         } else {
@@ -696,6 +739,7 @@ impl<'a> Tables<'a> {
             lookup: Some(lookup),
             path: if self.paths { table.interp_path(m, n, k).map(Path::Named) } else { None },
             source: "silicon",
+            counted: None,
         })
     }
 
@@ -743,7 +787,13 @@ impl<'a> Tables<'a> {
         let lookup = Lookup::CustomAllReduce { tp, size };
         let table = self.allreduce_table().map_err(|e| load_failure(e, at.name, lookup))?;
         let (latency, path) = table.query(tp, size).map_err(|m| kernel_miss(m, at.name, lookup))?;
-        Ok(OpValue { per_app: latency, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon" })
+        Ok(OpValue {
+            per_app: latency,
+            lookup: Some(lookup),
+            path: Some(Path::Grid(path)),
+            source: "silicon",
+            counted: None,
+        })
     }
 
     /// One NCCL collective of `size` elements over `g` GPUs (`query_nccl`
@@ -753,7 +803,13 @@ impl<'a> Tables<'a> {
         let table = self.nccl_table().map_err(|e| load_failure(e, at.name, lookup))?;
         let (latency, path) =
             table.query("half", Num::Int(2), g, op, size).map_err(|m| kernel_miss(m, at.name, lookup))?;
-        Ok(OpValue { per_app: latency, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon" })
+        Ok(OpValue {
+            per_app: latency,
+            lookup: Some(lookup),
+            path: Some(Path::Grid(path)),
+            source: "silicon",
+            counted: None,
+        })
     }
 
     /// The MoE dispatch with attention data parallelism (`MoEDispatch.query`
@@ -830,6 +886,12 @@ impl<'a> Tables<'a> {
             && table.has_low_latency(shape.quant);
         let q = MoeQuery { num_tokens: tokens, shape, low_latency };
         let (latency, path) = table.query(&q).map_err(|m| kernel_miss(m, at.name, lookup))?;
-        Ok(OpValue { per_app: latency, lookup: Some(lookup), path: Some(Path::Grid(path)), source: "silicon" })
+        Ok(OpValue {
+            per_app: latency,
+            lookup: Some(lookup),
+            path: Some(Path::Grid(path)),
+            source: "silicon",
+            counted: None,
+        })
     }
 }

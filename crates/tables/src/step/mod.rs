@@ -134,6 +134,10 @@ struct Prepared {
     /// The ops' weights (bytes), summed on first use: the memory model
     /// reads them at every point of a sweep, and they depend on the list only.
     weights_bytes: Option<f64>,
+    /// Under context parallelism the token-major ops price the busiest
+    /// rank's `ceil(x / cp)` tokens; DEEPSEEKV32 splits only inside its own
+    /// ops (families_dsa.md 7), so its steps evaluate at cp 1.
+    splits_tokens: bool,
 }
 
 impl Prepared {
@@ -151,7 +155,16 @@ impl Prepared {
             })
             .collect();
         let reads_sequence = ops.iter().map(|op| op.reads_sequence(&subs)).collect();
-        Prepared { quants, ops, subs, slots, names: first.into(), reads_sequence, weights_bytes: None }
+        Prepared {
+            quants,
+            ops,
+            subs,
+            slots,
+            names: first.into(),
+            reads_sequence,
+            weights_bytes: None,
+            splits_tokens: true,
+        }
     }
 }
 
@@ -388,7 +401,8 @@ impl<'a> StepModel<'a> {
             quants = v4.quants(quants, self.tables.backend(), self.tables.sol.sm_version());
         }
         self.desc.check_moe_blocks(&par, quants.moe)?;
-        let prep = Prepared::new(quants, op_list(&self.desc, &par, &quants, phase));
+        let mut prep = Prepared::new(quants, op_list(&self.desc, &par, &quants, phase));
+        prep.splits_tokens = self.desc.family != Family::Dsa;
         if prep.names.len() > MAX_NAMES {
             // A builder bug, not a user's: every family has fewer names.
             return Err(StepError::input(format!(
@@ -450,7 +464,9 @@ impl Sink for Vec<OpRow> {
 fn quant_label(op: &Op) -> String {
     use ops::OpSpec;
     match op.spec {
-        OpSpec::Embedding { .. } | OpSpec::ElementWise { .. } => "bfloat16(act)".into(),
+        OpSpec::Embedding { .. } | OpSpec::ElementWise { .. } | OpSpec::FloorSplitElementWise { .. } => {
+            "bfloat16(act)".into()
+        }
         OpSpec::Gemm { quant, .. } => quant.name().into(),
         OpSpec::ContextAttention { fmha, kv, .. } => format!("fmha={fmha},kv={kv}"),
         OpSpec::GenerationAttention { kv, .. } => format!("kv={kv}"),
@@ -643,9 +659,16 @@ fn phase_sums<S: Sink>(
                 let v = tables.eval(
                     op,
                     &prep.subs,
-                    At { name: &name, x, batch, s, prefix: cached, cp: i64::from(q.cp) },
+                    At {
+                        name: &name,
+                        x,
+                        batch,
+                        s,
+                        prefix: cached,
+                        cp: if prep.splits_tokens { i64::from(q.cp) } else { 1 },
+                    },
                 )?;
-                let total = v.per_app * op.count;
+                let total = v.total(op.count);
                 acc[prep.slots[index]] += total;
                 if S::ROWS {
                     sink.push(row(index, op, &v, total));
@@ -682,7 +705,7 @@ fn phase_sums<S: Sink>(
                             v
                         }
                     };
-                    let total = v.per_app * op.count;
+                    let total = v.total(op.count);
                     step_total += total;
                     step[prep.slots[index]] += total;
                     if S::ROWS {

@@ -312,22 +312,11 @@ impl ModelDesc {
                 "trtllm does not support attention tp {tp} > 1 and attention dp {dp} > 1 together"
             )));
         }
-        if cp > 1
-            && matches!(
-                self.family,
-                Family::Qwen35 | Family::Gemma4 | Family::NemotronH | Family::NemotronNas | Family::Dsa | Family::Dsv4
-            )
-        {
+        if cp > 1 && matches!(self.family, Family::Qwen35 | Family::Gemma4 | Family::NemotronH | Family::NemotronNas) {
             // Qwen3.5 and the Nemotrons do not support it; Gemma 4's
             // context-parallel pipeline (families_qwen35_gemma4.md 3.7) has no golden yet.
             let why = match self.family {
                 Family::Gemma4 => "aicsql does not price Gemma 4's context-parallel pipeline yet.",
-                Family::Dsa => {
-                    "aicsql does not price the context-parallel DSA module yet (its indexer sub-kernel tables, families_dsa.md 7)."
-                }
-                Family::Dsv4 => {
-                    "aicsql does not price DeepSeek-V4's context-parallel attention module yet (its paged-MQA-logits and top-k sub-kernel tables, families_dsv4.md 5)."
-                }
                 _ => "The model class must override ``supports_cp`` and implement CP in its op pipeline.",
             };
             return Err(StepError::input(format!(

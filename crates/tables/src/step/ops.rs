@@ -22,6 +22,14 @@ pub(crate) enum OpSpec {
         dim_in: i64,
         dim_out: i64,
     },
+    /// An [`ElementWise`](OpSpec::ElementWise) op over `x // split` tokens
+    /// (floored, not the busiest rank's ceiling): DEEPSEEKV32's context
+    /// add-norms under context parallelism (families_dsa.md 7).
+    FloorSplitElementWise {
+        dim_in: i64,
+        dim_out: i64,
+        split: i64,
+    },
     /// `gemm(m, n, k)`; `m = x`, except `m = B` for the context logits GEMM.
     /// `low_precision_input`: the GEMM consumes an already quantised
     /// activation (proj, ffn2), which only changes an fp8_static GEMM.
@@ -140,12 +148,15 @@ pub(crate) enum OpSpec {
     },
     /// A whole DSA layer from its module table at `heads = H // tp`: the
     /// full layers' value, or with a fraction `full_layers < 1` of the
-    /// layers running the indexer, `w * full + (1 - w) * skip`.
+    /// layers running the indexer, `w * full + (1 - w) * skip`. A context
+    /// layer over `cp > 1` context-parallel ranks is the busiest rank's
+    /// module with the sub-kernel swaps and all-gathers (families_dsa.md 7).
     Dsa {
         context: bool,
         heads: i64,
         quant: DsaQuant,
         full_layers: f64,
+        cp: i64,
     },
     /// DeepSeek-V4's mHC module of one layer (`pre` or `post`), bfloat16,
     /// at the step's tokens (families_dsv4.md 4.1).
@@ -211,6 +222,7 @@ impl Op {
             OpSpec::Overlap { a, b } => subs[a.0..a.1].iter().chain(&subs[b.0..b.1]).any(|o| o.reads_sequence(subs)),
             OpSpec::Embedding { .. }
             | OpSpec::ElementWise { .. }
+            | OpSpec::FloorSplitElementWise { .. }
             | OpSpec::Gemm { .. }
             | OpSpec::AllReduce { .. }
             | OpSpec::P2P { .. }

@@ -253,6 +253,8 @@ pub enum Lookup {
         prefix: i64,
         heads: i64,
         quant: DsaQuant,
+        /// The context-parallel lookup asks for the `flashmla_kv` kernel bucket first.
+        flashmla_kv: bool,
     },
     /// `query_generation_dsa_module(b=, s=, num_heads=, ...)`.
     GenerationDsa {
@@ -414,12 +416,13 @@ impl Lookup {
                     kernel.name()
                 )
             }
-            Lookup::ContextDsa { b, s, prefix, heads, quant: q } => format!(
-                r#"{{"args": [], "kwargs": {{"b": {b}, "s": {s}, "prefix": {prefix}, "num_heads": {heads}, "kvcache_quant_mode": "{}", "fmha_quant_mode": "{}", "gemm_quant_mode": "{}", "architecture": "{}", "skip_indexer": {}}}}}"#,
+            Lookup::ContextDsa { b, s, prefix, heads, quant: q, flashmla_kv } => format!(
+                r#"{{"args": [], "kwargs": {{"b": {b}, "s": {s}, "prefix": {prefix}, "num_heads": {heads}, "kvcache_quant_mode": "{}", "fmha_quant_mode": "{}", "gemm_quant_mode": "{}", "architecture": "{}", {}"skip_indexer": {}}}}}"#,
                 q.kv,
                 q.fmha,
                 q.gemm,
                 q.arch.name(),
+                if flashmla_kv { r#""dsa_backend": "flashmla_kv", "# } else { "" },
                 if q.skip_indexer { "true" } else { "false" }
             ),
             Lookup::GenerationDsa { b, s, heads, quant: q } => format!(

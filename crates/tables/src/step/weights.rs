@@ -53,6 +53,7 @@ pub(crate) fn op_weights(op: &Op, subs: &[Op]) -> f64 {
         }
         OpSpec::Dsv4Attention { attn, .. } => dsv4_attention_weights(&attn.dims) * op.count,
         OpSpec::ElementWise { .. }
+        | OpSpec::FloorSplitElementWise { .. }
         | OpSpec::ContextAttention { .. }
         | OpSpec::GenerationAttention { .. }
         | OpSpec::AllReduce { .. }

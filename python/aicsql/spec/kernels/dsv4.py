@@ -756,7 +756,8 @@ class DSv4Tables:
             raise PerfMiss("dsv4_csa_topk_calib_perf", lookup_call("_csa_topk_top_last", (), {
                 "isl": isl, "step": step, "native_heads": native_heads, "b": b}), (
                 f"DSA CP: isl={isl} exceeds the collected sparse-kernel grid (max isl={isls[-1]}); mqa/topk scale "
-                "super-linearly with isl, so clamping the isl axis would silently under-estimate."))  # fmt: skip
+                "super-linearly with isl, so clamping the isl axis would silently under-estimate. Re-collect with "
+                f"AIC_CHUNKED_PREFILL_SIZE >= {isl} (docs/CONTEXT_PARALLEL_DSA_MODELING.md \u00a79.1)."))  # fmt: skip
         use = isl if isl in isls else min(isls, key=lambda x: abs(x - isl))
         steps = sorted(st for (i, st) in table if i == use)
         if not steps:
