@@ -43,8 +43,10 @@ fn a_database_without_skip_rows_misses_the_skip_lookup() {
 /// sub-kernel tables), the floor-split add-norms and the CP dispatches, the
 /// spec's numbers: (model, db, cp, batch, isl, prefix, attention, add-norm,
 /// pre-dispatch, TTFT).
+type CpCase = (&'static str, &'static str, u32, u32, u32, u32, f64, f64, f64, f64);
+
 #[rustfmt::skip]
-const CP_CASES: [(&str, &str, u32, u32, u32, u32, f64, f64, f64, f64); 4] = [
+const CP_CASES: [CpCase; 4] = [
     ("zai-org/GLM-5", "h200_sxm", 2, 1, 4096, 0, 94.62958049999999, 2.2787232, 9.60921, 697.2407037272624),
     ("zai-org/GLM-5", "h200_sxm", 2, 1, 2048, 1000, 44.24585716992188, 0.7571616000000001, 3.549569765625, 380.70618017174723),
     ("zai-org/GLM-5.2", "b200_sxm", 4, 2, 3000, 0, 44.330488681640624, 1.1675688311688313, 9.037034296875, 208.6429457318364),

@@ -99,8 +99,10 @@ fn the_moe_quant_follows_backend_and_gpu() {
 /// module plus the CSA sub-kernel swaps and the KV all-gathers, token-major
 /// ops split over the ranks, decode unsplit. (model, db, cp, batch, isl,
 /// prefix, the spec's TTFT, and its TPOT at prefix 0.)
+type CpCase = (&'static str, &'static str, u32, u32, u32, u32, f64, f64);
+
 #[rustfmt::skip]
-const CP_CASES: [(&str, &str, u32, u32, u32, u32, f64, f64); 6] = [
+const CP_CASES: [CpCase; 6] = [
     (FLASH, B200, 2, 1, 4096, 0, 59.629499164599025, 7.141059700398924),
     (FLASH, B200, 4, 2, 8192, 0, 109.26445411807416, 6.248964506416506),
     (FLASH, B200, 8, 1, 12000, 0, 60.42441087436618, 6.556712768357756),

@@ -68,7 +68,7 @@ pub struct IslSteps {
 }
 
 impl IslSteps {
-    fn new(points: &HashMap<(i64, i64), f64>) -> IslSteps {
+    fn new(points: &Points) -> IslSteps {
         let mut by_isl: Vec<(i64, Vec<(i64, f64)>)> = Vec::new();
         let mut sorted: Vec<(&(i64, i64), &f64)> = points.iter().collect();
         sorted.sort_unstable_by_key(|(k, _)| **k);
@@ -140,10 +140,13 @@ impl ByBatch {
     }
 }
 
+/// `{(isl, step): latency}` of one batch as rows arrive.
+type Points = HashMap<(i64, i64), f64>;
+
 /// `{batch: {(isl, step): latency}}` as rows arrive, last row wins.
 #[derive(Debug, Default)]
 struct ByBatchBuilder {
-    batches: Vec<(i64, HashMap<(i64, i64), f64>)>,
+    batches: Vec<(i64, Points)>,
 }
 
 impl ByBatchBuilder {
