@@ -239,19 +239,19 @@ impl Server<'_> {
         let combined = ctx.checked_add(decode).ok_or_else(|| ServingError::input("ctx_tokens + batch overflow"))?;
         let cached = u64::from(prefix) * u64::from(ctx / isl);
         let cached = u32::try_from(cached).map_err(|_| ServingError::input("prefix * ctx_tokens / isl overflow"))?;
-        let sums = self.pass(Phase::Context, &Server::shape(p, 1, combined, 1), cached)?;
+        let sums = self.pass(Phase::Context, &Server::shape(p, 1, combined, 1), cached, true)?;
         let non_attention = sums.iter().filter(|(name, _)| *name != "attention").fold(0.0, |sum, (_, v)| sum + v);
         // Pass 2: context attention of the full requests the step admits,
         // averaged over the steps one request's prefill spans.
         let requests = ctx.div_ceil(isl);
-        let sums = self.pass(Phase::Context, &Server::shape(p, requests, isl, 1), prefix)?;
+        let sums = self.pass(Phase::Context, &Server::shape(p, requests, isl, 1), prefix, false)?;
         // The spec reads the dict by name, and it is a defaultdict: a family
         // whose attention sits inside another op (DEEPSEEK / KIMIK25's MLA
         // block, already in pass 1) reads 0.0 here.
         let context_attention = sums.get("attention").unwrap_or(0.0) / (f64::from(isl) / f64::from(ctx)).ceil();
         // Pass 3: generation attention of the decoding requests.
         let generation_attention = if decode > 0 {
-            let sums = self.pass(Phase::Generation, &Server::shape(p, decode, isl + osl / 2, 2), 0)?;
+            let sums = self.pass(Phase::Generation, &Server::shape(p, decode, isl + osl / 2, 2), 0, false)?;
             sums.get("attention").unwrap_or(0.0)
         } else {
             0.0
@@ -264,6 +264,6 @@ impl Server<'_> {
         if tokens == 0 {
             return Ok(0.0);
         }
-        Ok(self.pass(Phase::Generation, &Server::shape(p, tokens, isl + osl / 2, 2), 0)?.total())
+        Ok(self.pass(Phase::Generation, &Server::shape(p, tokens, isl + osl / 2, 2), 0, false)?.total())
     }
 }

@@ -151,7 +151,7 @@ impl Server<'_> {
         prefix: u32,
     ) -> Result<StaticRow, ServingError> {
         let shape = Server::shape(parallel, batch, isl, osl);
-        let sums = self.pass(Phase::Context, &shape, prefix)?;
+        let sums = self.pass(Phase::Context, &shape, prefix, false)?;
         let ttft = sums.scaled_total(PREFILL_LATENCY_CORRECTION);
         let at = MemoryAt {
             batch: f64::from(batch),
@@ -185,7 +185,7 @@ impl Server<'_> {
         prefix: u32,
     ) -> Result<StaticRow, ServingError> {
         let shape = Server::shape(parallel, batch, isl, osl);
-        let sums = self.pass(Phase::Generation, &shape, 0)?;
+        let sums = self.pass(Phase::Generation, &shape, 0, false)?;
         let generation_ms = sums.scaled_total(DECODE_LATENCY_CORRECTION);
         let generated = f64::from(osl.saturating_sub(1));
         let tpot = if osl <= 1 { 0.0 } else { generation_ms / generated };

@@ -39,6 +39,8 @@ struct PassKey {
     moe_tp: Option<u32>,
     moe_ep: Option<u32>,
     prefix: u32,
+    /// Pass 1 of an aggregated mixed step (see `StepModel::mixed_context_sums`).
+    mixed: bool,
 }
 
 /// Passes kept before the memo starts over: at most ~2 MiB per server (a
@@ -194,6 +196,7 @@ impl<'a> Server<'a> {
         phase: Phase,
         shape: &StepShape,
         prefix: u32,
+        mixed: bool,
     ) -> Result<Arc<PhaseSums>, ServingError> {
         let key = PassKey {
             phase,
@@ -207,11 +210,13 @@ impl<'a> Server<'a> {
             moe_tp: shape.moe_tp,
             moe_ep: shape.moe_ep,
             prefix,
+            mixed,
         };
         if let Some(sums) = self.passes.get(&key) {
             return Ok(Arc::clone(sums));
         }
         let sums = Arc::new(match phase {
+            Phase::Context if mixed => self.step.mixed_context_sums(shape, prefix)?,
             Phase::Context => self.step.context_sums(shape, prefix)?,
             Phase::Generation => self.step.generation_sums(shape)?,
         });

@@ -91,6 +91,10 @@ pub(crate) struct Tables<'a> {
     /// Whether op values carry their interpolation path (a report's rows
     /// show it; totals do not need it).
     pub paths: bool,
+    /// The step's sequence length and prefix are floats in the spec: its
+    /// aggregated mixed step computes the cached prefix of pass 1 as
+    /// `prefix * np.floor(ctx_tokens / isl)` (a numpy float).
+    pub float_sequence: bool,
     context: Option<Arc<ContextAttentionTable>>,
     generation: Option<Arc<GenerationAttentionTable>>,
     allreduce: Option<Arc<AllReduceTable>>,
@@ -252,6 +256,7 @@ impl<'a> Tables<'a> {
             gemm,
             gemm_plans: Vec::new(),
             paths: false,
+            float_sequence: false,
             context: None,
             generation: None,
             allreduce: None,

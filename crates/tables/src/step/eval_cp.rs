@@ -135,6 +135,17 @@ impl Tables<'_> {
         let all_gather = |tables: &mut Self, elements: i64| -> Result<f64, StepError> {
             Ok(tables.nccl(cp, "all_gather", b * elements, at)?.per_app)
         };
+        if d.ratio == 4 && self.float_sequence {
+            // The spec's chunk loop over the MQA logits is `range(0, isl,
+            // 8192)`, which a float length makes raise: every aggregated
+            // mixed step of a context-parallel DeepSeek-V4 fails there.
+            return Err(StepError::input(format!(
+                "{}: TypeError: 'numpy.float64' object cannot be interpreted as an integer (the spec's mixed \
+                 step hands the context-parallel CSA module a float sequence length, {isl}.0, and its MQA chunk \
+                 loop cannot range over it)",
+                (at.name)()
+            )));
+        }
         if d.ratio == 4 {
             // CSA: the indexer logits and the top-k of the full sequence,
             // shared over the ranks, replace the rank's own.

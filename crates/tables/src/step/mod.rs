@@ -283,6 +283,23 @@ impl<'a> StepModel<'a> {
     /// sum at `batch` requests of `isl` tokens of which `prefix` are cached
     /// (the ops see `isl - prefix` new tokens per request).
     pub fn context_sums(&mut self, shape: &StepShape, prefix: u32) -> Result<PhaseSums, StepError> {
+        self.context_sums_at(shape, prefix, false)
+    }
+
+    /// [`context_sums`](Self::context_sums) as pass 1 of the aggregated
+    /// mixed step evaluates it: the spec computes that pass's cached prefix
+    /// as a numpy float, so its sequence length is one too, which only
+    /// DeepSeek-V4's context-parallel CSA module cannot take (it raises).
+    pub fn mixed_context_sums(&mut self, shape: &StepShape, prefix: u32) -> Result<PhaseSums, StepError> {
+        self.context_sums_at(shape, prefix, true)
+    }
+
+    fn context_sums_at(
+        &mut self,
+        shape: &StepShape,
+        prefix: u32,
+        float_sequence: bool,
+    ) -> Result<PhaseSums, StepError> {
         if prefix >= shape.isl {
             return Err(StepError::input(format!(
                 "isl must be greater than 0 after removing prefix, but got {} (isl {}, prefix {prefix})",
@@ -292,8 +309,10 @@ impl<'a> StepModel<'a> {
         }
         let index = self.prepare(Phase::Context, shape)?;
         let (prep, tables, shared) = (&self.prepared[index], &mut self.tables, &mut self.shared);
-        let acc = phase_sums(Phase::Context, shape, i64::from(prefix), prep, tables, shared, &mut NoRows)?;
-        Ok(PhaseSums::new(Phase::Context, prep, &acc))
+        tables.float_sequence = float_sequence;
+        let acc = phase_sums(Phase::Context, shape, i64::from(prefix), prep, tables, shared, &mut NoRows);
+        tables.float_sequence = false;
+        Ok(PhaseSums::new(Phase::Context, prep, &acc?))
     }
 
     /// The spec's generation latency dict: every op name's sum over the
