@@ -792,13 +792,7 @@ impl<'a> Tables<'a> {
         let lookup = Lookup::CustomAllReduce { tp, size };
         let table = self.allreduce_table().map_err(|e| load_failure(e, at.name, lookup))?;
         let (latency, path) = table.query(tp, size).map_err(|m| kernel_miss(m, at.name, lookup))?;
-        Ok(OpValue {
-            per_app: latency,
-            lookup: Some(lookup),
-            path: Some(Path::Grid(path)),
-            source: "silicon",
-            counted: None,
-        })
+        Ok(silicon((latency, path), lookup))
     }
 
     /// One NCCL collective of `size` elements over `g` GPUs (`query_nccl`
@@ -808,13 +802,7 @@ impl<'a> Tables<'a> {
         let table = self.nccl_table().map_err(|e| load_failure(e, at.name, lookup))?;
         let (latency, path) =
             table.query("half", Num::Int(2), g, op, size).map_err(|m| kernel_miss(m, at.name, lookup))?;
-        Ok(OpValue {
-            per_app: latency,
-            lookup: Some(lookup),
-            path: Some(Path::Grid(path)),
-            source: "silicon",
-            counted: None,
-        })
+        Ok(silicon((latency, path), lookup))
     }
 
     /// The MoE dispatch with attention data parallelism (`MoEDispatch.query`
@@ -891,12 +879,6 @@ impl<'a> Tables<'a> {
             && table.has_low_latency(shape.quant);
         let q = MoeQuery { num_tokens: tokens, shape, low_latency };
         let (latency, path) = table.query(&q).map_err(|m| kernel_miss(m, at.name, lookup))?;
-        Ok(OpValue {
-            per_app: latency,
-            lookup: Some(lookup),
-            path: Some(Path::Grid(path)),
-            source: "silicon",
-            counted: None,
-        })
+        Ok(silicon((latency, path), lookup))
     }
 }
