@@ -33,6 +33,9 @@ needs_data = require(have_data(open_tree), f"no perf data under {data_dirs()} (r
 GEMMA = "google/gemma-4-26B-A4B"
 DENSE = "google/gemma-4-dense-synth"
 ALLSWA = "google/gemma-4-allswa-synth"
+# The 26B-A4B with a 131072-token vocabulary: its tp-1 logits GEMM is on the GEMM grid, so
+# context-parallel steps price (the shipped 262144 is off every grid at tp 1, 9.7).
+V128K = "google/gemma-4-v128k-synth"
 DB = "b200_sxm/sglang/0.5.14"
 MEMORY_KEYS = ("weights", "activations", "kvcache", "nccl", "others", "total")
 
@@ -61,7 +64,9 @@ def variants(tmp_path_factory):
              intermediate_size=8448)  # fmt: skip
     allswa = json.loads(json.dumps(shipped))
     allswa["text_config"]["layer_types"] = ["sliding_attention"] * allswa["text_config"]["num_hidden_layers"]
-    for name, cfg in ((DENSE, dense), (ALLSWA, allswa)):
+    v128k = json.loads(json.dumps(shipped))
+    v128k["text_config"]["vocab_size"] = 131072
+    for name, cfg in ((DENSE, dense), (ALLSWA, allswa), (V128K, v128k)):
         with open(root / "model_configs" / (name.replace("/", "--") + "_config.json"), "w", encoding="utf-8") as f:
             json.dump(cfg, f)
     return [str(root)] + data_dirs(None)
@@ -306,3 +311,24 @@ def test_gemma4_dense_variant(variants):
     want = {"(p)memory": 11.022, "(d)memory": 16.673, "ttft": 54.288, "tpot": 2.713, "tokens/s/gpu": 3620.884}
     for key, value in want.items():
         assert _same(row[DISAGG_FIELDS[key]], value), (key, row[DISAGG_FIELDS[key]], value)
+
+
+@needs_data
+def test_gemma4_context_parallelism_equals_the_spec(variants):
+    """families_qwen35_gemma4 3.7 on the 131072-vocabulary variant, the spec's own
+    TTFT / TPOT (in process, same config; /work/diag/gemma4_cp/spec_cp.py), on
+    the Python path and through the Rust `step_latency`."""
+    import aicsql
+
+    ctx = aicsql.context(data=variants)
+    for db, etp, eep, b, isl, osl, cp, ttft, tpot in [
+        ("h200_sxm/sglang/0.5.14", 1, 2, 2, 4096, 20, 2, 180.75291296657429, 4.240314420721083),
+        ("b200_sxm/sglang/0.5.14", 2, 2, 1, 8192, 40, 4, 51.77830103242176, 2.9047448755817427),
+        ("gb200/sglang/0.5.14", 1, 8, 4, 2048, 20, 8, 60.928724281470394, 3.381539892739925),
+    ]:  # fmt: skip
+        step = step_context(open_tree(variants), V128K, Database(*db.split("/")), True)
+        assert step.run("context", 1, b, isl, osl, etp, eep, cp=cp).total_ms == ttft, (db, cp)
+        for phase, want in (("context", ttft), ("generation", tpot)):
+            got = ctx.sql(f"SELECT step_latency('{V128K}', '{db}', '{phase}', 1, {b}, {isl}, {osl}, {etp}, {eep}, "
+                          f"1, 1, {cp}) AS v").to_pylist()[0]["v"]  # fmt: skip
+            assert got == want, (db, cp, phase, got, want)

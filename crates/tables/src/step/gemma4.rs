@@ -3,7 +3,9 @@
 //! (docs/spec/families_qwen35_gemma4.md 3). The spec prices the SWA layers
 //! as one group, then the global ones (HYBRIDMOE has the opposite order);
 //! both attention ops share one name. No all-reduce is charged but the MoE
-//! dispatch pair.
+//! dispatch pair. Context parallelism (sglang, 3.7) splits the token-major
+//! context ops, zigzags the attention and closes the list with one KV
+//! all-gather per layer type.
 
 use serde_json::Value;
 
@@ -195,9 +197,29 @@ pub(crate) fn op_list(model: &ModelDesc, g: &Gemma4, par: &Parallel, quants: &Qu
             };
             ops.push(op(names[7], OpKind::Gemm, c, router));
         }
-        ops.extend(routed_experts([names[8], names[9], names[10]], c, model, par, quants, h, true));
+        ops.extend(routed_experts([names[8], names[9], names[10]], c, model, par, quants, (h, true), phase));
     }
     ops.push(logits_gemm(model, tp, phase));
     ops.push(p2p(par, h));
+    if context && par.cp > 1 {
+        // SGLang's context parallelism gathers each layer's K and V over the
+        // cp ranks: one all-gather per layer type, SWA first, in half
+        // elements, not window-capped (3.7).
+        let kv_bytes = quants.kv.memory();
+        for (base, count, n_kv, head) in [
+            ("cp_all_gather_swa", g.swa_layers, ceil(g.swa_kv_heads), g.swa_head_dim),
+            ("cp_all_gather_global", g.global_layers, ceil(g.global_kv_heads), g.global_head_dim),
+        ] {
+            if count > 0 {
+                let elements_per_token = (n_kv * head * 2 * kv_bytes) as f64 / 2.0;
+                ops.push(op(
+                    base,
+                    OpKind::Nccl,
+                    count as f64,
+                    OpSpec::CpAllGather { gpus: par.cp, elements_per_token },
+                ));
+            }
+        }
+    }
     ops
 }

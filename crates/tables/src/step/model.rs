@@ -312,15 +312,11 @@ impl ModelDesc {
                 "trtllm does not support attention tp {tp} > 1 and attention dp {dp} > 1 together"
             )));
         }
-        if cp > 1 && matches!(self.family, Family::Qwen35 | Family::Gemma4 | Family::NemotronH | Family::NemotronNas) {
-            // Qwen3.5 and the Nemotrons do not support it; Gemma 4's
-            // context-parallel pipeline (families_qwen35_gemma4.md 3.7) has no golden yet.
-            let why = match self.family {
-                Family::Gemma4 => "aicsql does not price Gemma 4's context-parallel pipeline yet.",
-                _ => "The model class must override ``supports_cp`` and implement CP in its op pipeline.",
-            };
+        if cp > 1 && matches!(self.family, Family::Qwen35 | Family::NemotronH | Family::NemotronNas) {
+            // The spec's model classes of these families do not declare `supports_cp`.
             return Err(StepError::input(format!(
-                "Context parallelism (cp_size={cp}) is not supported for model_family='{}' on backend='{backend}'. {why}",
+                "Context parallelism (cp_size={cp}) is not supported for model_family='{}' on backend='{backend}'. \
+                 The model class must override ``supports_cp`` and implement CP in its op pipeline.",
                 self.spec_family
             )));
         }

@@ -203,7 +203,7 @@ pub(crate) fn op_list(model: &ModelDesc, nh: &NemotronH, par: &Parallel, quants:
             ops.push(op("fc1_latent_proj_gemm", OpKind::Gemm, c, gemm(nh.latent / tp, h, false)));
         }
         let moe = ["moe_pre_dispatch", "moe", "moe_post_dispatch"];
-        ops.extend(routed_experts(moe, c, model, par, quants, moe_hidden, false));
+        ops.extend(routed_experts(moe, c, model, par, quants, (moe_hidden, false), phase));
         if nh.latent > 0 {
             ops.push(op("fc2_latent_proj_gemm", OpKind::Gemm, c, gemm(h, nh.latent / tp, true)));
         }

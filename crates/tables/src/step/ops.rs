@@ -298,16 +298,19 @@ pub(crate) fn routed_experts(
     model: &ModelDesc,
     par: &Parallel,
     quants: &Quants,
-    hidden: i64,
-    gated: bool,
+    (hidden, gated): (i64, bool),
+    phase: Phase,
 ) -> [Op; 3] {
+    // Under context parallelism the dispatches take their CP collectives:
+    // gathered and scattered in context, all-reduced after the experts in
+    // decode (families that refuse cp always see cp 1 here).
     let dispatch = |pre| OpSpec::MoeDispatch {
         hidden,
         moe_tp: par.moe_tp,
         moe_ep: par.moe_ep,
         dp: par.dp,
-        cp: 1,
-        context: true,
+        cp: par.cp,
+        context: phase == Phase::Context,
         pre,
         quant: Some(quants.moe),
     };

@@ -160,7 +160,7 @@ pub(crate) fn op_list(model: &ModelDesc, q: &Qwen35, par: &Parallel, quants: &Qu
             ops.push(op(names.moe[1], OpKind::Gemm, c, router));
         }
         let moe = [names.moe[2], names.moe[3], names.moe[4]];
-        ops.extend(routed_experts(moe, c, model, par, quants, h, true));
+        ops.extend(routed_experts(moe, c, model, par, quants, (h, true), phase));
         if q.shared_inter > 0 {
             let s = q.shared_inter / tp;
             ops.extend([
