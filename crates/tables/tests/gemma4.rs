@@ -26,7 +26,8 @@ fn tree() -> &'static DataTree {
         let text = std::fs::read_to_string(&shipped).unwrap_or_else(|e| panic!("{}: {e}", shipped.display()));
         let mut config: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
         config["text_config"]["vocab_size"] = serde_json::json!(131072);
-        let root: PathBuf = std::env::temp_dir().join(format!("aicsql-gemma4-cp-{}", std::process::id()));
+        // Cargo's scratch directory for integration tests: rewritten by every run, never left in /tmp.
+        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gemma4-v128k-root");
         std::fs::create_dir_all(root.join("systems/data")).unwrap_or_else(|e| panic!("{e}"));
         std::fs::create_dir_all(root.join("model_configs")).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(root.join("model_configs/google--gemma-4-v128k-synth_config.json"), config.to_string())
