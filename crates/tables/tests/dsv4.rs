@@ -3,7 +3,7 @@
 //! constants of the Python path's tests) at other tp, attention dp, pp 2,
 //! tp 16 (head-key fall-back), a cached prefix, DeepSeek-V4-Pro (HCA group
 //! first), the FP8 re-quantisation, and the b300, gb200, vllm and trtllm
-//! databases, bit for bit; and the refusal of context parallelism.
+//! databases, bit for bit; and context parallelism on sglang (section 5).
 
 mod common;
 

@@ -257,8 +257,8 @@ impl ScalarUDFImpl for EstimateAgg {
                 "An integer tp (pp = dp = 1; moe_tp / moe_ep apply), or the spec's label as search results print it, \
                  e.g. 'tp8pp1dp1etp1ep8' ('etpNoneepNone' for dense models), which carries its own MoE widths \
                  (moe_tp / moe_ep may only repeat them). dp > 1 (attention data parallelism) is priced for every \
-                 MoE family; pp > 1 on every family; a trailing cpN (context parallelism, sglang, every family at \
-                 tp = dp = 1) splits the prefill over N ranks.",
+                 MoE family; pp > 1 on every family; a trailing cpN (context parallelism, sglang, \
+                 tp = dp = 1, every family but QWEN35 and the Nemotrons) splits the prefill over N ranks.",
             )
             .with_argument("batch", "Concurrent requests per worker, >= 1.")
             .with_argument("isl", "Input sequence length, >= 1.")

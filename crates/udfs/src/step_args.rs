@@ -50,9 +50,11 @@ pub fn with_step_arguments(builder: DocumentationBuilder) -> DocumentationBuilde
         )
         .with_argument(
             "cp",
-            "Context parallelism (NULL or absent: 1): SGLang's all-gather CP, every family, at tp = dp = 1; \
-             a context step's tokens are split over cp ranks (zigzag attention plus a KV all-gather), a generation \
-             step is not split.",
+            "Context parallelism (NULL or absent: 1): SGLang's all-gather CP at tp = dp = 1, for every family but \
+             QWEN35, NEMOTRONH and NEMOTRONNAS (refused, as in the spec); a context step's tokens are split over \
+             cp ranks (zigzag attention plus a KV all-gather; DEEPSEEKV32 and DEEPSEEKV4 price the busiest rank's \
+             attention module with its indexer sub-kernels swapped and their own all-gathers), a generation step \
+             is not split.",
         )
 }
 

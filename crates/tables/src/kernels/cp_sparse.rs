@@ -21,7 +21,7 @@ use foldhash::HashMap;
 use crate::cache::{DbKey, Slots, TableCache};
 use crate::columns::{Col, Kind, Measured, Rows, scan};
 use crate::discovery::DataTree;
-use crate::error::{ErrorClass, Result};
+use crate::error::{ErrorClass, Result, TablesError};
 use crate::grid::{Grid, GridConfig};
 use crate::kernels::{DatabaseTable, DsaArch, Origin};
 use crate::sources::{
@@ -35,8 +35,11 @@ const BATCH_SIZE: Col = Col::int("batch_size");
 const ISL: Col = Col::int("isl");
 const STEP: Col = Col::int("step");
 const SCORE_MODE: Col = Col::text("score_mode").optional();
-/// Zero latencies are data here (a top-k over a handful of tokens).
-const LATENCY: Col = Col { name: "latency", kind: Kind::Float, optional: false, measured: Measured::No };
+/// Zero latencies are data here (a top-k over a handful of tokens); NaN and
+/// infinities are corrupt.
+const LATENCY: Col = Col { name: "latency", kind: Kind::Float, optional: false, measured: Measured::Finite };
+/// The MQA file's latency: the spec treats a non-finite chunk as no answer.
+const MQA_LATENCY: Col = Col { name: "latency", kind: Kind::Float, optional: true, measured: Measured::No };
 
 /// The paged-MQA-logits kernel runs in chunks of this many tokens, as
 /// chunked prefill launches it (families_dsv4.md 5).
@@ -190,6 +193,16 @@ impl RowHeads {
 /// Whether the file has a `num_heads` column (the spec filters on it only then).
 fn has_heads(tree: &DataTree, source: &TableSource) -> Result<bool> {
     Ok(tree.parquet_schema(&source.path)?.index_of(NUM_HEADS.name).is_ok())
+}
+
+/// A file without one of its key columns is corrupt, not empty (the spec's
+/// loader fails on it), although null cells only skip their row.
+fn require_columns(tree: &DataTree, source: &TableSource, cols: &[Col]) -> Result<()> {
+    let schema = tree.parquet_schema(&source.path)?;
+    match cols.iter().find(|c| schema.index_of(c.name).is_err()) {
+        Some(c) => Err(TablesError::corrupt(&source.path, Some(c.name), None, "the table has no such column")),
+        None => Ok(()),
+    }
 }
 
 /// A row of a `(batch, isl, step) -> latency` sub-kernel file.
@@ -381,14 +394,15 @@ impl DatabaseTable for Dsv4CpTable {
             Err(e) => return Err(e),
         };
         let mut mqa: HashMap<i64, Vec<(i64, Grid<3>)>> = HashMap::default();
-        let mqa_cols = [NUM_HEADS, TP_SIZE, BATCH_SIZE.optional(), ISL.optional(), STEP.optional(), LATENCY.optional()];
+        let mqa_cols = [NUM_HEADS, TP_SIZE, BATCH_SIZE.optional(), ISL.optional(), STEP.optional(), MQA_LATENCY];
         for source in &mut sources {
+            require_columns(tree, source, &mqa_cols)?;
             let mut added = 0usize;
             scan(tree, source, &mqa_cols, |rows| {
                 let (heads, tps) = (rows.int(NUM_HEADS)?, rows.int(TP_SIZE)?);
                 let (batches, isls, steps) =
                     (rows.int(BATCH_SIZE.optional())?, rows.int(ISL.optional())?, rows.int(STEP.optional())?);
-                let latencies = rows.float(LATENCY.optional())?;
+                let latencies = rows.float(MQA_LATENCY)?;
                 for i in 0..rows.len() {
                     // The generic sparse loader skips rows with a missing key or latency (3.4).
                     let (Some(h), Some(tp), Some(b), Some(isl), Some(step), Some(latency)) =
@@ -416,11 +430,14 @@ impl DatabaseTable for Dsv4CpTable {
         if let Some(mut source) = own_file(tree, &DSV4_CSA_TOPK_CALIB_FILE, system, backend, version) {
             let present = has_heads(tree, &source)?;
             let mut rows: Vec<(usize, SparseRow)> = Vec::new();
-            let cols = [NUM_HEADS, Col::text("score_mode"), BATCH_SIZE, ISL, STEP, LATENCY];
+            // The spec reads `score_mode` by name (a file without it is
+            // corrupt); a null mode is not `v1_top_last`.
+            require_columns(tree, &source, &[SCORE_MODE])?;
+            let cols = [NUM_HEADS, SCORE_MODE, BATCH_SIZE, ISL, STEP, LATENCY];
             scan(tree, &source, &cols, |batch| {
-                let (modes, heads) = (batch.text(Col::text("score_mode"))?, batch.int(NUM_HEADS)?);
+                let (modes, heads) = (batch.text(SCORE_MODE)?, batch.int(NUM_HEADS)?);
                 for i in 0..batch.len() {
-                    // Rows of other heads and modes are never read, whatever they hold.
+                    // Rows without a head count or of another mode serve no lookup.
                     if present && heads.get(i)?.is_none() || modes.get(i)? != Some("v1_top_last") {
                         continue;
                     }

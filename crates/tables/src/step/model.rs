@@ -289,7 +289,7 @@ impl ModelDesc {
     /// given; the other is inferred); dense models ignore both. Attention
     /// data parallelism (`dp > 1`) is priced for every MoE family; context
     /// parallelism on sglang with `tp = dp = 1`, where the spec supports it
-    /// (`supports_cp`: every family built here).
+    /// (`supports_cp`: every family but QWEN35, NEMOTRONH and NEMOTRONNAS).
     pub fn parallel(&self, shape: &StepShape, backend: &str) -> Result<Parallel, StepError> {
         let tp = i64::from(shape.tp);
         if tp < 1 {

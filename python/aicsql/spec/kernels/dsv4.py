@@ -720,6 +720,9 @@ class DSv4Tables:
     def mqa(self, b, isl: int, past: int, tp: int, native_heads: int) -> Optional[float]:
         """The paged-MQA-logits kernel over ``isl`` tokens after ``past``, in chunks
         of `MQA_CHUNK_TOKENS`; None when any chunk has no answer."""
+        # The spec builds the chunk range before any lookup: a float length
+        # (the aggregated mixed step's pass 1) raises TypeError here, table or not.
+        offsets = range(0, isl, MQA_CHUNK_TOKENS)
         table = self.mqa_table()
         if not table:
             return None
@@ -732,7 +735,7 @@ class DSv4Tables:
         grid = self._grid(("mqa", native_heads, tp if tp in per_tp else 1), node, ("past_kv", "seq_len", "batch"),
                           lambda c: float(c[2]) * (float(c[0]) * c[1] + c[1] * c[1] / 2.0))  # fmt: skip
         total = 0.0
-        for offset in range(0, isl, MQA_CHUNK_TOKENS):
+        for offset in offsets:
             chunk = min(MQA_CHUNK_TOKENS, isl - offset)
             try:
                 latency, _ = grid.lookup((past + offset, chunk, b))
