@@ -17,9 +17,9 @@ use crate::error::{Result, TablesError};
 use crate::gemm::GemmTable;
 use crate::kernels::{
     AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextDsaTable, ContextDsv4Table, ContextMlaModuleTable,
-    ContextMlaTable, DsaSparseTable, Dsv4CpTable, Dsv4TopkCalib, GdnTable, GenerationAttentionTable,
-    GenerationDsaTable, GenerationDsv4Table, GenerationMlaModuleTable, GenerationMlaTable, Mamba2Table, MhcTable,
-    MlaBmmTable, MoeTable, NcclTable, ScaleMatrixTable,
+    ContextMlaTable, Dsv4CpTable, Dsv4TopkCalib, Dsv32SparseTable, GdnTable, GenerationAttentionTable,
+    GenerationDsaTable, GenerationDsv4Table, GenerationMlaModuleTable, GenerationMlaTable, Glm5SparseTable,
+    Mamba2Table, MhcTable, MlaBmmTable, MoeTable, NcclTable, ScaleMatrixTable,
 };
 use crate::model::ModelConfig;
 use crate::op_sol::OpSol;
@@ -127,7 +127,8 @@ pub struct TableCache {
     pub(crate) dsv4_context: Slots<(DbKey, bool), ContextDsv4Table>,
     pub(crate) dsv4_generation: Slots<(DbKey, bool), GenerationDsv4Table>,
     pub(crate) dsv4_topk_calib: Slots<(DbKey, bool), Dsv4TopkCalib>,
-    pub(crate) dsa_sparse: Slots<(DbKey, bool), DsaSparseTable>,
+    pub(crate) glm5_sparse: Slots<(DbKey, bool), Glm5SparseTable>,
+    pub(crate) dsv32_sparse: Slots<(DbKey, bool), Dsv32SparseTable>,
     pub(crate) dsv4_cp: Slots<(DbKey, bool), Dsv4CpTable>,
     /// `op_kernel_source_manifest.yaml`, parsed once.
     pub(crate) manifests: Slots<PathBuf, serde_yaml_ng::Value>,

@@ -5,7 +5,7 @@
 //!
 //! | table | files | shape |
 //! |---|---|---|
-//! | [`DsaSparseTable`] | `{glm5,dsv32}_{mqa_logits,topk}_module_perf`, one version dir | per architecture, heads: mqa / top-k last / top-k flat, batch -> (isl, step) |
+//! | [`Glm5SparseTable`], [`Dsv32SparseTable`] | `{glm5,dsv32}_{mqa_logits,topk}_module_perf`, one version dir | one architecture each, per heads: mqa / top-k last / top-k flat, batch -> (isl, step) |
 //! | [`Dsv4CpTable`] | `dsv4_paged_mqa_logits_module_perf` (every source); `dsv4_csa_topk_calib_perf` (own file only) | heads -> tp -> grid (past, seq, batch); heads -> batch -> (isl, step) |
 //!
 //! The (isl, step) tables are read the way the spec's `_lookup_2d` reads
@@ -259,23 +259,18 @@ const MQA: usize = 0;
 const TOPK_LAST: usize = 1;
 const TOPK_FLAT: usize = 2;
 
-#[derive(Debug, Default)]
-struct ArchSparse {
-    by_heads: Vec<(i64, DsaSparseKinds)>,
-    others: DsaSparseKinds,
-}
-
-/// The DSA sub-kernel tables of a database (families_dsa.md 7): per
-/// architecture, the `{prefix}_mqa_logits` and `{prefix}_topk` files of the
-/// one version dir the spec's resolver finds for the first of the
-/// prefix's mqa-logits, top-k and dsa-attention files that exists (no
-/// union, last row wins); top-k rows of score mode `flat` are the flat
-/// kind, all others the last kind.
+/// One architecture's DSA sub-kernel tables of a database (families_dsa.md
+/// 7): the `{prefix}_mqa_logits` and `{prefix}_topk` files of the one
+/// version dir the spec's resolver finds for the first of the prefix's
+/// mqa-logits, top-k and dsa-attention files that exists (no union, last
+/// row wins); top-k rows of score mode `flat` are the flat kind, all others
+/// the last kind. Each architecture loads on its own, as the spec's cache
+/// does: one's corrupt file does not stop the other.
 #[derive(Debug)]
 pub struct DsaSparseTable {
     origin: Origin,
-    glm5: ArchSparse,
-    dsv32: ArchSparse,
+    by_heads: Vec<(i64, DsaSparseKinds)>,
+    others: DsaSparseKinds,
 }
 
 /// The file prefix of an architecture's sub-kernel tables.
@@ -290,11 +285,12 @@ fn load_arch(
     tree: &DataTree,
     db: (&str, &str, &str),
     [mqa_file, topk_file, attn_file]: [&'static TableFile; 3],
-    sources: &mut Vec<TableSource>,
-) -> Result<ArchSparse> {
+) -> Result<DsaSparseTable> {
+    let mut sources = Vec::new();
+    let origin = |sources| Origin { db: format!("{}/{}/{}", db.0, db.1, db.2), sources };
     let anchor = [mqa_file, topk_file, attn_file].into_iter().find_map(|f| own_file(tree, f, db.0, db.1, db.2));
     let Some(dir) = anchor.as_ref().and_then(|a| a.path.parent().map(std::path::Path::to_path_buf)) else {
-        return Ok(ArchSparse::default());
+        return Ok(DsaSparseTable { origin: origin(sources), by_heads: Vec::new(), others: DsaSparseKinds::default() });
     };
     let mut rows: Vec<(usize, SparseRow)> = Vec::new();
     for (file, is_topk) in [(mqa_file, false), (topk_file, true)] {
@@ -329,38 +325,55 @@ fn load_arch(
             topk_flat: kinds[TOPK_FLAT].build(),
         }
     });
-    Ok(ArchSparse { by_heads, others })
-}
-
-impl DatabaseTable for DsaSparseTable {
-    fn slots(cache: &TableCache) -> &Slots<(DbKey, bool), Self> {
-        &cache.dsa_sparse
-    }
-
-    fn origin(&self) -> &Origin {
-        &self.origin
-    }
-
-    fn load(tree: &DataTree, system: &str, backend: &str, version: &str, _shared_layer: bool) -> Result<Self> {
-        let db = (system, backend, version);
-        let mut sources = Vec::new();
-        let glm5 = load_arch(tree, db, [&GLM5_MQA_LOGITS_FILE, &GLM5_TOPK_FILE, &GLM5_DSA_ATTN_FILE], &mut sources)?;
-        let dsv32 =
-            load_arch(tree, db, [&DSV32_MQA_LOGITS_FILE, &DSV32_TOPK_FILE, &DSV32_DSA_ATTN_FILE], &mut sources)?;
-        Ok(DsaSparseTable { origin: Origin { db: format!("{system}/{backend}/{version}"), sources }, glm5, dsv32 })
-    }
+    Ok(DsaSparseTable { origin: origin(sources), by_heads, others })
 }
 
 impl DsaSparseTable {
-    /// The tables of `arch` at `heads` local attention heads.
-    pub fn kinds(&self, arch: DsaArch, heads: i64) -> &DsaSparseKinds {
-        let a = match arch {
-            DsaArch::GlmMoeDsa => &self.glm5,
-            DsaArch::DeepseekV32 => &self.dsv32,
-        };
-        a.by_heads.iter().find(|(h, _)| *h == heads).map_or(&a.others, |(_, k)| k)
+    /// The tables at `heads` local attention heads.
+    pub fn kinds(&self, heads: i64) -> &DsaSparseKinds {
+        self.by_heads.iter().find(|(h, _)| *h == heads).map_or(&self.others, |(_, k)| k)
+    }
+
+    /// `system/backend/version`.
+    pub fn db(&self) -> &str {
+        &self.origin.db
     }
 }
+
+macro_rules! dsa_sparse_table {
+    ($(#[$doc:meta])* $name:ident, $slot:ident, $files:expr) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name(pub DsaSparseTable);
+
+        impl DatabaseTable for $name {
+            fn slots(cache: &TableCache) -> &Slots<(DbKey, bool), Self> {
+                &cache.$slot
+            }
+
+            fn origin(&self) -> &Origin {
+                &self.0.origin
+            }
+
+            fn load(tree: &DataTree, system: &str, backend: &str, version: &str, _shared: bool) -> Result<Self> {
+                load_arch(tree, (system, backend, version), $files).map($name)
+            }
+        }
+    };
+}
+
+dsa_sparse_table!(
+    /// GLM-5.x's (`GlmMoeDsaForCausalLM`) `glm5_*` sub-kernel tables.
+    Glm5SparseTable,
+    glm5_sparse,
+    [&GLM5_MQA_LOGITS_FILE, &GLM5_TOPK_FILE, &GLM5_DSA_ATTN_FILE]
+);
+dsa_sparse_table!(
+    /// DeepSeek-V3.2's `dsv32_*` sub-kernel tables (none published).
+    Dsv32SparseTable,
+    dsv32_sparse,
+    [&DSV32_MQA_LOGITS_FILE, &DSV32_TOPK_FILE, &DSV32_DSA_ATTN_FILE]
+);
 
 // ---- DeepSeek-V4 ------------------------------------------------------------------------------
 

@@ -32,7 +32,10 @@ use crate::system::{SystemSpec, system_spec};
 
 pub use allreduce::AllReduceTable;
 pub use context_attention::{ContextAttentionTable, CtxAttnQuery};
-pub use cp_sparse::{ByBatch, DsaSparseKinds, DsaSparseTable, Dsv4CpTable, IslBeyondGrid, IslSteps, dsa_sparse_prefix};
+pub use cp_sparse::{
+    ByBatch, DsaSparseKinds, DsaSparseTable, Dsv4CpTable, Dsv32SparseTable, Glm5SparseTable, IslBeyondGrid, IslSteps,
+    dsa_sparse_prefix,
+};
 pub use dsa::{ContextDsaTable, DsaArch, DsaQuant, GenerationDsaTable};
 pub use dsv4::{ContextDsv4Table, Dsv4TopkCalib, GenerationDsv4Table, MhcTable, TopkVariant};
 pub use gdn::{GdnKernel, GdnShape, GdnTable};

@@ -10,10 +10,10 @@ use crate::gemm::{GemmPlan, GemmTable};
 use crate::grid::GridPath;
 use crate::kernels::{
     AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextDsaTable, ContextDsv4Table, ContextMlaModuleTable,
-    ContextMlaTable, CtxAttnQuery, CtxMlaQuery, DatabaseTable, DsaQuant, DsaSparseTable, Dsv4CpTable, Dsv4TopkCalib,
+    ContextMlaTable, CtxAttnQuery, CtxMlaQuery, DatabaseTable, DsaQuant, Dsv4CpTable, Dsv4TopkCalib, Dsv32SparseTable,
     GdnTable, GenAttnQuery, GenerationAttentionTable, GenerationDsaTable, GenerationDsv4Table,
-    GenerationMlaModuleTable, GenerationMlaTable, KernelMiss, Mamba2Table, MhcTable, MlaBmmTable, MoeQuery, MoeShape,
-    MoeTable, NcclTable, RooflineAnswer, ScaleMatrixTable,
+    GenerationMlaModuleTable, GenerationMlaTable, Glm5SparseTable, KernelMiss, Mamba2Table, MhcTable, MlaBmmTable,
+    MoeQuery, MoeShape, MoeTable, NcclTable, RooflineAnswer, ScaleMatrixTable,
 };
 use crate::modes::MoeQuant;
 use crate::op_sol::OpSol;
@@ -115,7 +115,8 @@ pub(crate) struct Tables<'a> {
     dsv4_context: Option<Arc<ContextDsv4Table>>,
     dsv4_generation: Option<Arc<GenerationDsv4Table>>,
     dsv4_calib: Option<Arc<Dsv4TopkCalib>>,
-    dsa_sparse: Option<Arc<DsaSparseTable>>,
+    glm5_sparse: Option<Arc<Glm5SparseTable>>,
+    dsv32_sparse: Option<Arc<Dsv32SparseTable>>,
     dsv4_cp: Option<Arc<Dsv4CpTable>>,
     /// The fp8_static GEMM roofline (its floor), built on first use.
     fp8_static_sol: Option<Arc<GemmSol>>,
@@ -277,7 +278,8 @@ impl<'a> Tables<'a> {
             dsv4_context: None,
             dsv4_generation: None,
             dsv4_calib: None,
-            dsa_sparse: None,
+            glm5_sparse: None,
+            dsv32_sparse: None,
             dsv4_cp: None,
             fp8_static_sol: None,
         })

@@ -6,7 +6,7 @@
 //! the full sequence's, and adds the all-gathers that rebuild the KV.
 
 use super::{At, OpValue, Path, Tables, kernel_miss, load_failure};
-use crate::kernels::{ByBatch, DatabaseTable, DsaQuant, KernelMiss, dsa_sparse_prefix};
+use crate::kernels::{ByBatch, DatabaseTable, DsaArch, DsaQuant, DsaSparseTable, KernelMiss, dsa_sparse_prefix};
 use crate::sources::{DSA_CONTEXT_MODULE_FILE, DSV4_CSA_TOPK_CALIB_FILE, DSV4_PAGED_MQA_FILE};
 use crate::step::ops::Op;
 use crate::step::types::{Dsv4Attn, Lookup, StepError};
@@ -71,10 +71,20 @@ impl Tables<'_> {
     ) -> Result<(f64, crate::grid::GridPath), StepError> {
         let (b, isl, prefix) = (at.batch, at.s, at.prefix);
         let card = per_card(isl, cp);
-        let sparse = self.kernel_table(|t| &mut t.dsa_sparse).map_err(|e| load_failure(e, at.name, lookup))?;
+        let (glm5, dsv32);
+        let sparse: &DsaSparseTable = match q.arch {
+            DsaArch::GlmMoeDsa => {
+                glm5 = self.kernel_table(|t| &mut t.glm5_sparse).map_err(|e| load_failure(e, at.name, lookup))?;
+                &glm5.0
+            }
+            DsaArch::DeepseekV32 => {
+                dsv32 = self.kernel_table(|t| &mut t.dsv32_sparse).map_err(|e| load_failure(e, at.name, lookup))?;
+                &dsv32.0
+            }
+        };
         let db = sparse.db().to_string();
         let fail = |reason: String| miss(&at, lookup, &db, DSA_CONTEXT_MODULE_FILE.file, reason);
-        let kinds = sparse.kinds(q.arch, heads);
+        let kinds = sparse.kinds(heads);
         // Layers that run the indexer need all three sub-kernel tables.
         if !q.skip_indexer {
             let missing: Vec<String> =
