@@ -136,12 +136,10 @@ impl Tables<'_> {
         let (b, isl, prefix, cp) = (at.batch, at.s, at.prefix, at.cp);
         let card = per_card(isl, cp);
         let d = attn.dims;
-        let lookup = Lookup::ContextDsv4 { b, s: card, prefix, attn };
-        let calib =
-            if d.ratio == 4 { Some(self.dsv4_calib().map_err(|e| load_failure(e, at.name, lookup))?) } else { None };
-        let table = self.kernel_table(|t| &mut t.dsv4_context).map_err(|e| load_failure(e, at.name, lookup))?;
-        let v1 = calib.as_ref().and_then(|c| c.v1.as_ref());
-        let (mut latency, path) = table.query(b, card, prefix, &d, v1).map_err(|m| kernel_miss(m, at.name, lookup))?;
+        // The base: the plain context module (calibration included) at the
+        // busiest rank's tokens.
+        let base = self.dsv4_attention(true, attn, At { s: card, cp: 1, ..at })?;
+        let (mut latency, lookup) = (base.per_app, Lookup::ContextDsv4 { b, s: card, prefix, attn });
         let all_gather = |tables: &mut Self, elements: i64| -> Result<f64, StepError> {
             Ok(tables.nccl(cp, "all_gather", b * elements, at)?.per_app)
         };
@@ -197,12 +195,6 @@ impl Tables<'_> {
             // The compressed KV entries.
             latency += all_gather(self, isl / d.ratio * d.head_dim)?;
         }
-        Ok(OpValue {
-            per_app: latency,
-            lookup: Some(lookup),
-            path: Some(Path::Grid(path)),
-            source: "estimated",
-            counted: None,
-        })
+        Ok(OpValue { per_app: latency, source: "estimated", ..base })
     }
 }
