@@ -231,11 +231,7 @@ pub(crate) fn plan(
             return Err(unknown_database(tree, table, system, backend, version));
         }
     }
-    let resolve = |v: &str| {
-        tree.perf_files()
-            .iter()
-            .find(|f| f.table == table.table && f.system == system && f.backend == backend && f.version == v)
-    };
+    let resolve = |v: &str| resolved(tree, table, system, backend, v);
     let primary = resolve(version);
     let mut out: Vec<TableSource> = Vec::new();
     if let Some(f) = primary.filter(|f| !f.partial_dir) {
@@ -280,9 +276,7 @@ pub(crate) fn plan(
                 .map(|d| d.version.as_str())
                 .collect();
             for name in newest_first(names) {
-                let Some(f) = tree.perf_files().iter().find(|f| {
-                    f.table == table.table && f.system == system && f.backend == framework && f.version == name
-                }) else {
+                let Some(f) = resolved(tree, table, system, &framework, name) else {
                     continue;
                 };
                 if out.iter().all(|s| s.path != f.path) {
@@ -309,10 +303,7 @@ pub(crate) fn own_file(
     backend: &str,
     version: &str,
 ) -> Option<TableSource> {
-    tree.perf_files()
-        .iter()
-        .find(|f| f.table == table.table && f.system == system && f.backend == backend && f.version == version)
-        .map(|f| source(f, SourceRole::Own))
+    resolved(tree, table, system, backend, version).map(|f| source(f, SourceRole::Own))
 }
 
 /// The file of `table` that lies in `dir` for the database, if any: a
@@ -323,16 +314,23 @@ pub(crate) fn sibling_file(
     (system, backend, version): (&str, &str, &str),
     dir: &Path,
 ) -> Option<TableSource> {
+    resolved(tree, table, system, backend, version)
+        .filter(|f| f.path.parent() == Some(dir))
+        .map(|f| source(f, SourceRole::Own))
+}
+
+/// The file discovery keeps for `table` of one version: the one the spec's
+/// resolver finds (see [`DataTree::perf_files`]).
+fn resolved<'t>(
+    tree: &'t DataTree,
+    table: &TableFile,
+    system: &str,
+    backend: &str,
+    version: &str,
+) -> Option<&'t PerfFile> {
     tree.perf_files()
         .iter()
-        .find(|f| {
-            f.table == table.table
-                && f.system == system
-                && f.backend == backend
-                && f.version == version
-                && f.path.parent() == Some(dir)
-        })
-        .map(|f| source(f, SourceRole::Own))
+        .find(|f| f.table == table.table && f.system == system && f.backend == backend && f.version == version)
 }
 
 fn source(f: &PerfFile, role: SourceRole) -> TableSource {
@@ -374,10 +372,7 @@ fn declared_donors(
 pub fn reuse_only_versions(tree: &DataTree, table: &TableFile, system: &str, backend: &str) -> Result<Vec<String>> {
     let mut versions = Vec::new();
     for e in tree.databases().entries().iter().filter(|e| e.system == system && e.backend == backend) {
-        let own = tree
-            .perf_files()
-            .iter()
-            .any(|f| f.table == table.table && f.system == system && f.backend == backend && f.version == e.version);
+        let own = resolved(tree, table, system, backend, &e.version).is_some();
         if !own && !declared_donors(tree, table, system, backend, &e.version)?.is_empty() {
             versions.push(e.version.clone());
         }
