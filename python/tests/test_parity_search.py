@@ -11,7 +11,8 @@ Three kinds of test:
   envelope holds; ENVELOPE_PASS never looks at the envelope);
 * a drift planted in a test-only variant of the Python path -- GEMM
   distance ties broken by the sites' (n, k) instead of the spec's site
-  order, the mistake of upstream's own port (``../shared/seed/drift_report.txt``)
+  order, the mistake of upstream's own Rust port (its GEMM site-transfer drift,
+  +3.06 % on h200_sxm/vllm/0.19.0 fp8_block n=1280 k=5120)
   -- which the scan must grade not BIT_IDENTICAL and ``bisect_search`` must
   walk down to the GEMM lookup and the tie;
 * the CI subset end to end through the command line: every entry

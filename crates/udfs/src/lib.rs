@@ -11,6 +11,7 @@ pub mod errors;
 pub mod estimate_agg;
 pub mod estimate_disagg;
 pub mod estimate_memory;
+pub mod filter_first;
 mod gemm_args;
 pub mod gemm_latency;
 pub mod gemm_sol;
@@ -34,6 +35,7 @@ pub mod table_call;
 use std::sync::Arc;
 
 use datafusion::catalog::TableFunctionImpl;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::{DocSection, Documentation, ScalarUDF};
 use datafusion::prelude::SessionConfig;
@@ -154,12 +156,28 @@ pub fn session_config(config: SessionConfig) -> SessionConfig {
     config
 }
 
-/// Registers every aicsql function on `ctx`.
+/// Registers every aicsql function on `ctx`, and the plan rule that keeps
+/// a `WHERE` below them ([`filter_first`]).
 pub fn register_all(ctx: &SessionContext, tree: &Arc<DataTree>) {
-    for udf in scalar_functions(tree) {
+    let scalars = scalar_functions(tree);
+    keep_filters_first(ctx, scalars.iter().map(|udf| udf.name().to_string()));
+    for udf in scalars {
         ctx.register_udf(udf);
     }
     for (name, function) in table_functions(tree) {
         ctx.register_udtf(name, function);
     }
+}
+
+/// Adds [`filter_first::FilterBeforeEstimators`] over `functions` to the
+/// session's physical optimizer, once (registration runs again on a
+/// session Ballista has upgraded).
+fn keep_filters_first(ctx: &SessionContext, functions: impl IntoIterator<Item = String>) {
+    let state = ctx.state_ref();
+    let mut state = state.write();
+    if state.physical_optimizers().iter().any(|rule| rule.name() == filter_first::NAME) {
+        return;
+    }
+    let rule = Arc::new(filter_first::FilterBeforeEstimators::new(functions));
+    *state = SessionStateBuilder::new_from_existing(state.clone()).with_physical_optimizer_rule(rule).build();
 }
