@@ -224,6 +224,12 @@ def write_parquet(rows: list[dict], path: str) -> None:
                 fields.append(pa.field(c, pa.null()))
             elif all(isinstance(v, str) for v in s.dropna()):
                 fields.append(pa.field(c, pa.large_string()))
+            elif all(isinstance(v, bool) for v in s.dropna()):
+                fields.append(pa.field(c, pa.bool_()))
+            elif any(isinstance(v, str) for v in s.dropna()):
+                # Mixed text and numbers (nextn: 2 or 'auto'): each value as JSON.
+                df[c] = s.map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else json.dumps(v))
+                fields.append(pa.field(c, pa.large_string()))
             else:
                 fields.append(pa.field(c, pa.float64()))
         elif str(s.dtype).startswith("int"):
