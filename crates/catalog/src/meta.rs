@@ -488,7 +488,7 @@ fn model_gemms_batch(models: &[(aicsql_tables::ModelConfig, String)]) -> Result<
         for degree in MODEL_GEMM_TPS {
             let gemms = match aicsql_tables::step::model_gemms(cfg, degree) {
                 Ok(gemms) => gemms,
-                Err(aicsql_tables::step::StepError::Input(_)) => continue,
+                Err(aicsql_tables::step::StepError::Input(_) | aicsql_tables::step::StepError::Refused(_)) => continue,
                 Err(e) => return Err(DataFusionError::Execution(format!("aic.meta.model_gemms: {}: {e}", cfg.model))),
             };
             for g in gemms {

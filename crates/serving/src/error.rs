@@ -28,7 +28,10 @@ impl ServingError {
     /// "no estimate", which SQL reports as NULL with a reason (or an error
     /// under `aic.on_miss = 'error'`), like a lookup miss.
     pub fn is_no_estimate(&self) -> bool {
-        matches!(self, ServingError::OutOfMemory(_) | ServingError::Step(StepError::Miss { .. }))
+        matches!(
+            self,
+            ServingError::OutOfMemory(_) | ServingError::Step(StepError::Miss { .. } | StepError::Refused(_))
+        )
     }
 }
 

@@ -3,6 +3,8 @@
 use foldhash::HashMap;
 use std::sync::Arc;
 
+use aicsql_tables::modes::CommQuant;
+use aicsql_tables::step::QuantOverrides;
 use aicsql_tables::{DataTree, MemoryInputs, Num, Phase, PhaseSums, StepModel, StepShape, SystemSpec, system_spec};
 
 use crate::backend::Backend;
@@ -97,6 +99,20 @@ impl<'a> Server<'a> {
             version: version.to_string(),
             passes: HashMap::default(),
         })
+    }
+
+    /// The same server priced with the caller's quant modes in place of the
+    /// checkpoint's (docs/spec/options.md 1; see
+    /// [`StepModel::with_quant_overrides`]). The memo starts empty.
+    pub fn with_quant_overrides(mut self, overrides: QuantOverrides) -> Result<Self, ServingError> {
+        self.step = self.step.with_quant_overrides(overrides)?;
+        self.passes.clear();
+        Ok(self)
+    }
+
+    /// The communication mode the results are labelled with.
+    pub fn comm_quant(&self) -> CommQuant {
+        self.step.quant_overrides().comm.unwrap_or(CommQuant::Half)
     }
 
     /// Another server of the same model and database, for another thread:

@@ -14,6 +14,7 @@ use std::path::Path;
 
 use aicsql_serving::{AggEstimate, AggQuery, DisaggEstimate, DisaggQuery, Parallel, Server, WorkerEstimate};
 use aicsql_tables::DataTree;
+use aicsql_tables::step::QuantOverrides;
 use arrow::array::{Array, AsArray};
 use common::{data_dir, goldens_dir};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -148,7 +149,7 @@ fn agg_fields(e: &AggEstimate, server: &Server) -> BTreeMap<&'static str, Field>
         ("kvcache", Field::Text(e.quants.kv.name().to_string())),
         ("fmha", Field::Text(e.quants.fmha.name().to_string())),
         ("moe", Field::Text(e.quants.moe.name().to_string())),
-        ("comm", Field::Text("half".to_string())),
+        ("comm", Field::Text(server.comm_quant().name().to_string())),
         ("memory", n(e.memory.total)),
         ("balance_score", n(e.balance_score)),
         ("num_ctx_reqs", n(e.num_ctx_reqs)),
@@ -214,7 +215,7 @@ fn disagg_fields(e: &DisaggEstimate, server: &Server) -> BTreeMap<String, Field>
         put(&k("kvcache"), Field::Text(quants.kv.name().to_string()));
         put(&k("fmha"), Field::Text(quants.fmha.name().to_string()));
         put(&k("moe"), Field::Text(quants.moe.name().to_string()));
-        put(&k("comm"), Field::Text("half".to_string()));
+        put(&k("comm"), Field::Text(server.comm_quant().name().to_string()));
         put(&k("memory"), n(*memory_gib));
         put(&k("backend"), Field::Text(server.backend().name().to_string()));
         put(&k("version"), Field::Text(server.version().to_string()));
@@ -307,25 +308,125 @@ fn every_family_context_parallel_golden_point() {
     assert_eq!(run_goldens("serving_family_cp_goldens.parquet", 26, None), 0);
 }
 
+/// The spec's user-facing options (serving_options_goldens.parquet,
+/// docs/spec/options.md): every point whose options aicsql prices (the
+/// quant overrides) equal to the spec's, every error point an error of the
+/// same kind (an unknown mode name, a refused deployment, a missing table,
+/// OOM); the points turning options aicsql does not price yet are counted,
+/// by option, and the counts are part of the test.
+#[test]
+fn every_options_golden_point_aicsql_prices() {
+    let report = run_goldens_with("serving_options_goldens.parquet", 92, None, true);
+    assert_eq!(report.priced, 43, "points whose options are all quant overrides (30 priced, 13 errors)");
+    let not_yet: Vec<(String, usize)> = report.not_priced.into_iter().collect();
+    let expected: Vec<(String, usize)> =
+        [("free_gpu_memory_fraction", 10), ("image_height", 9), ("max_seq_len", 6), ("nextn", 24)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+    assert_eq!(not_yet, expected, "points turning options not priced yet, by the first such option");
+}
+
+/// The options of a golden point's arguments: `Ok(Some)` the quant
+/// overrides, `Ok(None)` when no option is turned, `Err(option)` naming the
+/// first option aicsql does not price yet; an unknown mode name is an
+/// `Ok(Some(Err))` (the spec's KeyError).
+#[allow(clippy::type_complexity)]
+fn quant_overrides(args: &serde_json::Map<String, Value>) -> Result<Option<Result<QuantOverrides, String>>, String> {
+    const NOT_YET: [&str; 9] = [
+        "free_gpu_memory_fraction",
+        "image_height",
+        "image_width",
+        "num_images",
+        "enable_encoder_dp",
+        "max_seq_len",
+        "nextn",
+        "nextn_accepted",
+        "stride",
+    ];
+    if let Some(option) = NOT_YET.iter().find(|o| args.contains_key(**o)) {
+        return Err(option.to_string());
+    }
+    let text = |name: &str| args.get(name).and_then(Value::as_str);
+    let names = ["gemm_quant_mode", "moe_quant_mode", "kvcache_quant_mode", "fmha_quant_mode", "comm_quant_mode"];
+    if !names.iter().any(|n| text(n).is_some()) {
+        return Ok(None);
+    }
+    let parsed = (|| -> Result<QuantOverrides, String> {
+        let e = |e: aicsql_tables::TablesError| e.to_string();
+        Ok(QuantOverrides {
+            gemm: text("gemm_quant_mode").map(str::parse).transpose().map_err(e)?,
+            moe: text("moe_quant_mode").map(str::parse).transpose().map_err(e)?,
+            kv: text("kvcache_quant_mode").map(str::parse).transpose().map_err(e)?,
+            fmha: text("fmha_quant_mode").map(str::parse).transpose().map_err(e)?,
+            comm: text("comm_quant_mode").map(str::parse).transpose().map_err(e)?,
+        })
+    })();
+    Ok(Some(parsed))
+}
+
+/// Whether our error `ours` is the kind of the spec's `spec` error.
+fn same_error_kind(spec: &str, ours: &str) -> bool {
+    let (class, message) = spec.split_once(": ").unwrap_or((spec, ""));
+    match class {
+        "KeyError" => ours.starts_with("unknown ") && ours.contains(message.trim_matches('\'')),
+        "PerfDataNotAvailableError" => ours.contains("perf data not available") || ours.contains("no data for"),
+        _ => ours.contains(message.trim_end()),
+    }
+}
+
+/// What one golden file's run found.
+struct Report {
+    gaps: usize,
+    priced: usize,
+    not_priced: BTreeMap<String, usize>,
+}
+
 /// Runs every point of `file`; returns how many our path refuses with an
 /// error containing `gap` (a known gap, not a failure).
 fn run_goldens(file: &str, at_least: usize, gap: Option<&str>) -> usize {
+    run_goldens_with(file, at_least, gap, false).gaps
+}
+
+/// [`run_goldens`]; with `strict_errors`, an error point must fail with an
+/// error of the spec's kind ([`same_error_kind`]).
+fn run_goldens_with(file: &str, at_least: usize, gap: Option<&str>, strict_errors: bool) -> Report {
     let dir = data_dir();
     let tree = DataTree::open(&[&dir]).unwrap_or_else(|e| {
         panic!("perf data not found in {} ({e}); run `cargo run -- data fetch` first", dir.display())
     });
     let all = points(&goldens_dir().join(file));
     assert!(all.len() >= at_least, "expected the goldens of {file}, found {} points", all.len());
-    let mut servers: BTreeMap<(String, String), Server> = BTreeMap::new();
+    let mut servers: BTreeMap<(String, String, String), Server> = BTreeMap::new();
+    let (mut priced, mut not_priced) = (0, BTreeMap::<String, usize>::new());
     let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut failures = Vec::new();
     let (mut agg_ok, mut disagg_ok, mut errors_ok, mut gaps) = (0, 0, 0, 0);
     for p in &all {
-        let key = (p.model.clone(), p.db.clone());
+        let id = format!("{} {} {} {} {:?}", p.id, p.mode, p.model, p.db, p.args);
+        let overrides = match quant_overrides(&p.args) {
+            Err(option) => {
+                *not_priced.entry(option).or_default() += 1;
+                continue;
+            }
+            Ok(None) => QuantOverrides::default(),
+            Ok(Some(Ok(overrides))) => overrides,
+            Ok(Some(Err(unknown))) => {
+                match &p.error {
+                    Some(spec) if same_error_kind(spec, &unknown) => errors_ok += 1,
+                    _ => failures.push(format!("{id}: ours refuses the arguments ({unknown}), the spec {:?}", p.error)),
+                }
+                priced += 1;
+                continue;
+            }
+        };
+        priced += 1;
+        let key = (p.model.clone(), p.db.clone(), format!("{overrides:?}"));
         if !servers.contains_key(&key) {
             let parts: Vec<&str> = p.db.split('/').collect();
             let [system, backend, version] = parts[..] else { panic!("db {}", p.db) };
             let server = Server::new(&tree, &p.model, system, backend, version, true)
+                .and_then(|s| s.with_quant_overrides(overrides))
                 .unwrap_or_else(|e| panic!("{} on {}: {e}", p.model, p.db));
             servers.insert(key.clone(), server);
         }
@@ -363,9 +464,11 @@ fn run_goldens(file: &str, at_least: usize, gap: Option<&str>) -> usize {
             }
             other => panic!("mode {other}"),
         };
-        let id = format!("{} {} {} {} {:?}", p.id, p.mode, p.model, p.db, p.args);
         match (&p.error, result) {
             (None, Err(e)) if gap.is_some_and(|g| e.contains(g)) => gaps += 1,
+            (Some(spec), Err(e)) if strict_errors && !same_error_kind(spec, &e) => {
+                failures.push(format!("{id}: the spec fails with {spec}, ours with {e}"))
+            }
             (Some(_), Err(_)) => errors_ok += 1,
             (Some(spec), Ok(_)) => failures.push(format!("{id}: the spec fails ({spec}), ours prices it")),
             (None, Err(e)) => failures.push(format!("{id}: ours fails: {e}")),
@@ -395,5 +498,8 @@ fn run_goldens(file: &str, at_least: usize, gap: Option<&str>) -> usize {
     if gaps > 0 {
         println!("{file}: {gaps} points refused as not priced yet");
     }
-    gaps
+    if !not_priced.is_empty() {
+        println!("{file}: {priced} points priced; not priced yet, by option: {not_priced:?}");
+    }
+    Report { gaps, priced, not_priced }
 }

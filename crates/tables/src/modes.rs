@@ -141,6 +141,29 @@ impl MoeQuant {
     }
 }
 
+/// The communication quant mode (the spec's `CommQuantMode`). On the
+/// estimate paths it only labels the result: the collectives it would
+/// price (context-parallel all-gathers) keep `half` there
+/// (docs/spec/options.md 1.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CommQuant {
+    Half,
+    Int8,
+    Fp8,
+}
+
+impl CommQuant {
+    pub const ALL: [CommQuant; 3] = [CommQuant::Half, CommQuant::Int8, CommQuant::Fp8];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CommQuant::Half => "half",
+            CommQuant::Int8 => "int8",
+            CommQuant::Fp8 => "fp8",
+        }
+    }
+}
+
 macro_rules! named_enum {
     ($ty:ident, $what:literal) => {
         impl fmt::Display for $ty {
@@ -169,6 +192,7 @@ macro_rules! named_enum {
 named_enum!(KvQuant, "KV-cache quant mode");
 named_enum!(FmhaQuant, "FMHA quant mode");
 named_enum!(MoeQuant, "MoE quant mode");
+named_enum!(CommQuant, "communication quant mode");
 
 #[cfg(test)]
 mod tests {

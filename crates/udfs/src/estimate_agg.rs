@@ -232,7 +232,8 @@ impl ScalarUDFImpl for EstimateAgg {
                  request latency, tokens/s (total, per GPU, per user), requests/s, the memory per GPU, the schedule \
                  (mixed and decode-only steps), the parallel label, the quant modes the step ran with and the spec's \
                  KV-cache warning (TRT-LLM), bit-identical to the spec. A perf-data miss in any step, or a deployment \
-                 that does not fit in GPU memory (the spec's OOM), gives a struct whose fields are NULL but `reason`; \
+                 that does not fit in GPU memory (the spec's OOM) or that the spec refuses (fp8_block experts whose \
+                 per-GPU width is not a multiple of the weight block), gives a struct whose fields are NULL but `reason`; \
                  under SET aic.on_miss = 'error' it is an error. estimate_memory breaks the memory down.",
                 "estimate_agg(model, db, parallel, batch, isl, osl [, prefix [, ctx_tokens [, moe_tp, moe_ep]]])",
             )

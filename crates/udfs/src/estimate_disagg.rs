@@ -265,8 +265,9 @@ impl ScalarUDFImpl for EstimateDisagg {
                  pandas' DataFrame.round(3) does it), bit-identical. Returns a STRUCT: the deployment's TTFT, TPOT, \
                  request latency, tokens/s (total, per GPU, per user), requests/s, GPUs, and per side (prefill_*, \
                  decode_*) the parallel label, batch, workers, requests/s per worker, memory per GPU and quant modes. \
-                 A miss in either side, or either side out of GPU memory, gives NULL fields and a reason (an error \
-                 under aic.on_miss = 'error').",
+                 A miss in either side, either side out of GPU memory, or a side the spec refuses (fp8_block \
+                 experts split off the weight block) gives NULL fields and a reason (an error under \
+                 aic.on_miss = 'error').",
                 "estimate_disagg(model, db, prefill_parallel, prefill_batch, prefill_workers, decode_parallel, \
                  decode_batch, decode_workers, isl, osl [, prefix [, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep]])",
             )

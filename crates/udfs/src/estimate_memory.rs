@@ -112,7 +112,8 @@ impl ScalarUDFImpl for EstimateMemory {
                  (the backend's per-family coefficients and floor), KV cache (batch x (isl + osl) tokens), NCCL \
                  buffers and other runtime memory, in GiB; total_gib = estimate_agg(...)['memory_gib']. fits is \
                  the spec's OOM rule (total < the GPU's capacity). Every step of the estimate is priced first, as \
-                 the spec does, so a perf-data miss gives NULL fields and a reason (an error under aic.on_miss = 'error').",
+                 the spec does, so a perf-data miss, or a layout the spec refuses (fp8_block experts split off \
+                 the weight block), gives NULL fields and a reason (an error under aic.on_miss = 'error').",
                 "estimate_memory(model, db, parallel, batch, isl, osl [, prefix [, ctx_tokens [, moe_tp, moe_ep]]])",
             )
             .with_sql_example(
@@ -127,7 +128,10 @@ impl ScalarUDFImpl for EstimateMemory {
 ```"#,
             )
             .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
-            .with_argument("db", "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).")
+            .with_argument(
+                "db",
+                "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).",
+            )
             .with_argument("parallel", "An integer tp, or the spec's parallel label (see estimate_agg).")
             .with_argument("batch", "Concurrent requests per worker, >= 1.")
             .with_argument("isl", "Input sequence length, >= 1.")

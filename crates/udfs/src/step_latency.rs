@@ -65,7 +65,9 @@ impl ScalarUDFImpl for StepLatency {
                 let (step, db_name) = models.get(call.model, call.db)?;
                 match step.latency(call.phase, &call.shape) {
                     Ok(ms) => out.append_value(ms),
-                    Err(StepError::Miss { .. }) if options.on_miss == OnMiss::Null => out.append_null(),
+                    Err(StepError::Miss { .. } | StepError::Refused(_)) if options.on_miss == OnMiss::Null => {
+                        out.append_null()
+                    }
                     Err(e) => return Err(step_error(NAME, call.model, db_name, e)),
                 }
             }
@@ -85,7 +87,8 @@ impl ScalarUDFImpl for StepLatency {
                     "Latency in milliseconds of one engine step of a model on a database, as aiconfigurator \
                      v0.11.0's static engine step computes it: 'context' gives TTFT (the prefill of batch x isl \
                      tokens), 'generation' gives TPOT (the decode steps after it, sampled every 32 steps, \
-                     averaged over osl - 1). A data miss in any op makes the step a miss: NULL, or an error \
+                     averaged over osl - 1). A data miss in any op makes the step a miss, and a layout the spec \
+                     refuses (fp8_block experts split off the weight block) has no step: NULL, or an error \
                      naming the op and lookup under SET aic.on_miss = 'error'. engine_step shows every op.",
                     "step_latency(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])",
                 )

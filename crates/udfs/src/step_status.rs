@@ -79,7 +79,7 @@ impl ScalarUDFImpl for StepStatus {
                 match step.latency(call.phase, &call.shape) {
                     Ok(_) => out.append_value(PRICED),
                     Err(e @ StepError::Miss { .. }) => out.append_value(format!("miss: {e}")),
-                    Err(e @ StepError::Input(_)) => out.append_value(format!("refused: {e}")),
+                    Err(e @ (StepError::Input(_) | StepError::Refused(_))) => out.append_value(format!("refused: {e}")),
                     Err(e @ StepError::Data(_)) => return Err(step_error(NAME, call.model, db_name, e)),
                 }
             }

@@ -40,7 +40,7 @@ pub fn model_gemms(cfg: &ModelConfig, tp: u32) -> Result<Vec<ModelGemm>, StepErr
     let par = desc.parallel(&shape, "")?;
     let mut out: Vec<ModelGemm> = Vec::new();
     for phase in [Phase::Generation, Phase::Context] {
-        let quants = quants::resolve(inferred, phase, "", &[]);
+        let quants = quants::resolve(inferred, phase, "", &[], false);
         for op in op_list(&desc, &par, &quants, phase).leaves() {
             if let OpSpec::Gemm { n, k, quant, .. } = op.spec {
                 let gemm = ModelGemm { op: op.base, n, k, quant, count: op.count };

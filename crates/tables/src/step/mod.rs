@@ -27,7 +27,7 @@ use std::sync::Arc;
 use crate::discovery::DataTree;
 use crate::kernels::MoeShape;
 use crate::limits::{self, MAX_BATCH, MAX_ISL, MAX_OSL, MAX_PARALLEL, MAX_TOKENS};
-use crate::modes::FmhaQuant;
+use crate::modes::{CommQuant, FmhaQuant, KvQuant};
 use crate::step::eval::{At, Tables, TreeRef};
 use crate::step::model::Family;
 use crate::step::model::{ModelDesc, model_config};
@@ -35,6 +35,7 @@ use crate::step::ops::{Op, OpList, op_list};
 
 pub use dsv4::Dsv4KvCache;
 pub use gemms::{ModelGemm, model_gemms};
+pub use quants::QuantOverrides;
 pub use types::{Lookup, OpKind, OpRow, Phase, Quants, RowKind, StepError, StepQuery, StepReport};
 
 /// Decode steps one generation sample stands for (the SDK's default stride).
@@ -178,6 +179,9 @@ pub struct StepModel<'a> {
     tables: Tables<'a>,
     desc: ModelDesc,
     inferred: quants::Inferred,
+    /// The modes the caller set instead of the checkpoint's (already in
+    /// `inferred`; kept to know which ones no guard may change).
+    overrides: QuantOverrides,
     /// The FMHA mode of the checkpoint's own quant fields, before any
     /// family rule (DeepSeek-V4 prices bfloat16 attention math).
     checkpoint_fmha: Option<FmhaQuant>,
@@ -240,11 +244,40 @@ impl<'a> StepModel<'a> {
             tables,
             desc,
             inferred,
+            overrides: QuantOverrides::default(),
             checkpoint_fmha,
             prepared: Vec::new(),
             prepared_at: Default::default(),
             shared: Vec::new(),
         })
+    }
+
+    /// The same model priced with the caller's quant modes in place of the
+    /// checkpoint's (docs/spec/options.md 1). The DeepSeek-V3.2 / GLM-5
+    /// (DSA) and DeepSeek-V4 families resolve their modes by rules of their
+    /// own (families_dsa.md 2.1, families_dsv4.md 1.2) that aicsql does not
+    /// combine with overrides yet: an override there is refused as input.
+    pub fn with_quant_overrides(mut self, overrides: QuantOverrides) -> Result<Self, StepError> {
+        if overrides.is_empty() {
+            return Ok(self);
+        }
+        if matches!(self.desc.family, Family::Dsa | Family::Dsv4) {
+            return Err(StepError::input(format!(
+                "quant overrides are not priced for {} ({:?} family) yet; give none of gemm_quant, moe_quant, \
+                 kvcache_quant, fmha_quant, comm_quant",
+                self.model, self.desc.family
+            )));
+        }
+        self.inferred = overrides.apply(self.inferred);
+        self.overrides = overrides;
+        self.prepared.clear();
+        self.prepared_at.clear();
+        Ok(self)
+    }
+
+    /// The quant modes the caller set (empty: the checkpoint's).
+    pub fn quant_overrides(&self) -> QuantOverrides {
+        self.overrides
     }
 
     /// Another model of the same checkpoint on the same database, for
@@ -256,6 +289,7 @@ impl<'a> StepModel<'a> {
             tables: self.tables.fork()?,
             desc: self.desc.clone(),
             inferred: self.inferred,
+            overrides: self.overrides,
             checkpoint_fmha: self.checkpoint_fmha,
             prepared: Vec::new(),
             prepared_at: Default::default(),
@@ -405,12 +439,33 @@ impl<'a> StepModel<'a> {
         if let Some(&i) = self.prepared_at.get(&key) {
             return Ok(i);
         }
+        if shape.cp > 1 && self.overrides.comm.is_some_and(|c| c != CommQuant::Half) {
+            // The spec prices the context-parallel all-gathers in the comm
+            // mode; aicsql's keep half (options.md 1.3): no silent answer.
+            return Err(StepError::input(
+                "comm_quant other than 'half' is not priced with context parallelism (cp > 1) yet",
+            ));
+        }
         let par = self.desc.parallel(shape, self.tables.backend())?;
         let modes = match phase {
             Phase::Context => self.context_fmha_modes(),
             Phase::Generation => Vec::new(),
         };
-        let mut quants = quants::resolve(self.inferred, phase, self.tables.backend(), &modes);
+        if phase == Phase::Context
+            && self.overrides.fmha == Some(FmhaQuant::Fp8)
+            && !modes.is_empty()
+            && !modes.contains(&FmhaQuant::Fp8)
+        {
+            // options.md 1.2 step 4: an explicit fp8 FMHA the context table
+            // has no slice for is refused before the model is built.
+            return Err(StepError::Refused(format!(
+                "fmha_quant_mode=fp8 has no '{}' perf data for this system/backend/version. Use \
+                 --fmha-quant-mode bfloat16, or omit --fmha-quant-mode to auto-select it.",
+                self.context_op_key()
+            )));
+        }
+        let explicit_fmha = self.overrides.fmha.is_some();
+        let mut quants = quants::resolve(self.inferred, phase, self.tables.backend(), &modes, explicit_fmha);
         if self.desc.family == Family::Dsa {
             // Every guard ends at bfloat16 for the DSA models (families_dsa.md 2.1).
             quants.fmha = FmhaQuant::Bfloat16;
@@ -443,11 +498,35 @@ impl StepModel<'_> {
     /// and module tables' together. A table the database lacks adds none
     /// (the op that needs it reports the miss itself).
     fn context_fmha_modes(&mut self) -> Vec<FmhaQuant> {
-        let kv = self.inferred.kv;
         if self.desc.family == Family::Dsv4 {
             // Every DeepSeek-V4 guard ends at bfloat16 (families_dsv4.md 1.2 rule 3).
             return Vec::new();
         }
+        if self.inferred.kv_unset {
+            // No kv mode from the checkpoint or the caller: every kv slice's
+            // modes together (options.md 1.2 step 4; matters only for an
+            // explicit fp8 FMHA).
+            let mut modes = Vec::new();
+            for kv in KvQuant::ALL {
+                modes.extend(self.context_fmha_modes_for(kv));
+            }
+            modes.sort_unstable();
+            modes.dedup();
+            return modes;
+        }
+        self.context_fmha_modes_for(self.inferred.kv)
+    }
+
+    /// The op key the data-driven FMHA check reads (options.md 1.2 step 4).
+    fn context_op_key(&self) -> &'static str {
+        if self.desc.family == Family::Mla && self.tables.backend() != "vllm" {
+            "context_mla"
+        } else {
+            "context_attention"
+        }
+    }
+
+    fn context_fmha_modes_for(&mut self, kv: KvQuant) -> Vec<FmhaQuant> {
         if self.desc.family == Family::Mla && self.tables.backend() != "vllm" {
             let mut modes = self.tables.context_mla().map(|t| t.fmha_modes_for_kv(kv)).unwrap_or_default();
             modes.extend(self.tables.context_mla_module().map(|t| t.fmha_modes_for_kv(kv)).unwrap_or_default());

@@ -265,7 +265,7 @@ impl ModelDesc {
     pub fn check_moe_blocks(&self, par: &Parallel, moe: crate::modes::MoeQuant) -> Result<(), StepError> {
         let Some(block) = self.moe_block.filter(|b| *b > 0) else { return Ok(()) };
         if moe == crate::modes::MoeQuant::Fp8Block && (self.moe_inter / par.moe_tp) % block != 0 {
-            return Err(StepError::input(format!(
+            return Err(StepError::Refused(format!(
                 "Invalid quantized MoE configuration: (moe_intermediate_size={} / moe_tp_size={}) % weight_block_size={block} != 0. ",
                 self.moe_inter, par.moe_tp
             )));

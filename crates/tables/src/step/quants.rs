@@ -2,7 +2,7 @@
 //! FMHA guards, in the spec's order.
 
 use crate::model::ModelConfig;
-use crate::modes::{FmhaQuant, KvQuant, MoeQuant};
+use crate::modes::{CommQuant, FmhaQuant, KvQuant, MoeQuant};
 use crate::quant::GemmQuant;
 use crate::step::types::{Phase, Quants, StepError};
 
@@ -14,6 +14,49 @@ pub(crate) struct Inferred {
     pub kv: KvQuant,
     /// `Some(Fp8)` when inference chose fp8 attention math; `None` = unset (bfloat16).
     pub fmha: Option<FmhaQuant>,
+    /// The checkpoint sets no KV-cache mode (`kv` is the bfloat16 fallback):
+    /// the data-driven FMHA check then reads every kv slice (options.md 1.2).
+    pub kv_unset: bool,
+}
+
+/// Quant modes a caller sets instead of the checkpoint's (the spec's
+/// `--gemm-quant-mode` ... `--comm-quant-mode`, docs/spec/options.md 1).
+/// `None` keeps the checkpoint's mode. An explicit mode is never replaced
+/// by a guard, and never triggers the checkpoint's own rules (an fp8
+/// checkpoint implies fp8 KV cache and FMHA; an fp8 override does not).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct QuantOverrides {
+    pub gemm: Option<GemmQuant>,
+    pub moe: Option<MoeQuant>,
+    pub kv: Option<KvQuant>,
+    pub fmha: Option<FmhaQuant>,
+    pub comm: Option<CommQuant>,
+}
+
+impl QuantOverrides {
+    pub fn is_empty(&self) -> bool {
+        *self == QuantOverrides::default()
+    }
+
+    /// The checkpoint's modes with the explicit ones in their place
+    /// (options.md 1.2 steps 2 and 6: explicit fields first, the inference
+    /// fills the rest).
+    pub(crate) fn apply(&self, mut inferred: Inferred) -> Inferred {
+        if let Some(gemm) = self.gemm {
+            inferred.gemm = gemm;
+        }
+        if let Some(moe) = self.moe {
+            inferred.moe = moe;
+        }
+        if let Some(kv) = self.kv {
+            inferred.kv = kv;
+            inferred.kv_unset = false;
+        }
+        if let Some(fmha) = self.fmha {
+            inferred.fmha = Some(fmha);
+        }
+        inferred
+    }
 }
 
 /// docs/spec/families_mla_gptoss_fp8static.md 2.2 (ES 3.1 is its fp8 /
@@ -73,6 +116,7 @@ pub(crate) fn infer(cfg: &ModelConfig) -> Result<Inferred, StepError> {
             )));
         }
     };
+    let kv_unset = kv.is_none();
     let mut fmha = None;
     if algo.is_some() && (matches!(algo, Some("fp8" | "fp8_block" | "nvfp4")) || kv_algo == Some("fp8")) {
         fmha = Some(FmhaQuant::Fp8);
@@ -83,6 +127,7 @@ pub(crate) fn infer(cfg: &ModelConfig) -> Result<Inferred, StepError> {
         moe: moe.unwrap_or(MoeQuant::Bfloat16),
         kv: kv.unwrap_or(KvQuant::Bfloat16),
         fmha,
+        kv_unset: kv_unset && fmha.is_none(),
     })
 }
 
@@ -90,11 +135,19 @@ pub(crate) fn infer(cfg: &ModelConfig) -> Result<Inferred, StepError> {
 /// back to bfloat16 when the context tables have rows for the kv dtype
 /// (`context_fmha_modes`: the FMHA modes with such rows, empty without a
 /// table), none in fp8 and some in bfloat16; (2) vLLM, only if (1) did not
-/// decide: an inferred fp8 becomes bfloat16.
-pub(crate) fn resolve(inferred: Inferred, phase: Phase, backend: &str, context_fmha_modes: &[FmhaQuant]) -> Quants {
+/// decide: an inferred fp8 becomes bfloat16. An FMHA mode the caller set
+/// (`explicit_fmha`) is kept as it is (docs/spec/options.md 1.2 steps 4
+/// and 6; its refusal is the caller's).
+pub(crate) fn resolve(
+    inferred: Inferred,
+    phase: Phase,
+    backend: &str,
+    context_fmha_modes: &[FmhaQuant],
+    explicit_fmha: bool,
+) -> Quants {
     let mut fmha = inferred.fmha;
-    let mut explicit = false;
-    if phase == Phase::Context {
+    let mut explicit = explicit_fmha;
+    if phase == Phase::Context && !explicit_fmha {
         let modes = context_fmha_modes;
         if !modes.is_empty()
             && !modes.contains(&FmhaQuant::Fp8)

@@ -534,6 +534,11 @@ pub enum StepError {
     /// The query names something that is not mounted, gives an invalid
     /// value, or asks for what the spec refuses (an unsupported architecture).
     Input(String),
+    /// The spec refuses the deployment for what it is, not for a missing
+    /// table (fp8_block experts whose per-GPU width is not a multiple of the
+    /// weight block): like a miss, NULL with its reason under
+    /// `aic.on_miss = 'null'`, so a grid over layouts always answers.
+    Refused(String),
     /// The data could not be read or is corrupt, or aicsql has a bug:
     /// always an error, never a NULL.
     Data(TablesError),
@@ -554,7 +559,7 @@ impl fmt::Display for StepError {
             StepError::Miss { op, lookup: None, message } => {
                 write!(f, "perf data not available for op '{op}': {message}")
             }
-            StepError::Input(message) => f.write_str(message),
+            StepError::Input(message) | StepError::Refused(message) => f.write_str(message),
             StepError::Data(e) => write!(f, "{e}"),
         }
     }

@@ -51,7 +51,7 @@ import pyarrow as pa
 from ..data import Database
 from ..limits import MAX_ISL, check_step
 from ..step.api import _int_arg, _pylist, _settings
-from ..step.engine import StepContext, step_context
+from ..step.engine import DeploymentRefused, StepContext, step_context
 from .estimate import (
     Layout,
     ServingMiss,
@@ -280,7 +280,7 @@ class _Call:
         ctx = self.context(model, db)
         try:
             return fn(ctx, args)
-        except ServingMiss as miss:
+        except (ServingMiss, DeploymentRefused) as miss:
             if self.raise_on_miss:
                 raise ValueError(str(miss)) from None
             out = {name: None for name in schema.names}

@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import pyarrow as pa
 
 from ..data import Database, DataTree
-from .engine import PHASES, StepMiss, step_context
+from .engine import PHASES, DeploymentRefused, StepMiss, step_context
 
 __all__ = ["engine_step", "engine_step_table", "step_latency", "step_latency_batch", "ENGINE_STEP_SCHEMA"]
 
@@ -224,7 +224,7 @@ def step_latency_batch(
         try:
             value = _run(s.tree, database, s.shared_layer, r_model, r_phase, r_tp, r_batch, r_isl, r_osl,
                          r_moe_tp, r_moe_ep, r_dp, r_pp, r_cp)[2].total_ms
-        except StepMiss as miss:
+        except (StepMiss, DeploymentRefused) as miss:
             if raise_on_miss:
                 raise ValueError(f"{r_model} on {database.name}, {r_phase}: {miss}") from None
             value = None

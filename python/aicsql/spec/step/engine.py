@@ -69,6 +69,7 @@ __all__ = [
     "StepMiss",
     "PhaseQuants",
     "check_moe_blocks",
+    "DeploymentRefused",
     "StepContext",
     "step_context",
     "resolve_parallel",
@@ -77,6 +78,13 @@ __all__ = [
 
 STRIDE = 32
 PHASES = ("context", "generation")
+
+
+class DeploymentRefused(ValueError):
+    """The spec refuses the deployment for what it is (fp8_block experts
+    whose per-GPU width is not a multiple of the weight block), not for a
+    missing table: like a miss, NULL with its reason under on_miss 'null'.
+    A ValueError, as the spec raises it."""
 
 
 class StepMiss(Exception):
@@ -236,7 +244,7 @@ def check_moe_blocks(model: ModelSpec, moe_quant: str, par: Parallel) -> None:
     if model.family in _BLOCK_CHECKED and moe_quant == "fp8_block":
         block = model.weight_block_size
         if (model.moe_inter // par.moe_tp) % block != 0:
-            raise ValueError(
+            raise DeploymentRefused(
                 f"Invalid quantized MoE configuration: (moe_intermediate_size={model.moe_inter} / "
                 f"moe_tp_size={par.moe_tp}) % weight_block_size={block} != 0. "
             )
