@@ -39,8 +39,9 @@ async fn main() {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let ctx = SessionBuilder::with_tree(tree.clone()).build();
         // The spec's goldens, as tables `gemm_goldens` and
-        // `engine_step_goldens`, `serving_point_goldens` (the .slt files need no path).
-        for table in ["gemm_goldens", "engine_step_goldens", "serving_point_goldens"] {
+        // `engine_step_goldens`, `serving_point_goldens`, `serving_options_goldens`
+        // (the .slt files need no path).
+        for table in ["gemm_goldens", "engine_step_goldens", "serving_point_goldens", "serving_options_goldens"] {
             let file = goldens.join(format!("{table}.parquet"));
             ctx.register_parquet(table, file.to_string_lossy().as_ref(), ParquetReadOptions::default())
                 .await

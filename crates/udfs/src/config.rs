@@ -7,9 +7,12 @@
 
 use std::any::Any;
 use std::fmt;
+use std::str::FromStr;
 
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigOptions, ExtensionOptions};
 use datafusion::common::{Result, config_err};
+
+use aicsql_tables::step::QuantOverrides;
 
 /// What a data miss (the spec raises) turns into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,6 +51,9 @@ pub struct AicOptions {
     /// A search drops candidates above its TPOT limit before the frontier
     /// and the picks (the spec's `strict_sla`).
     pub strict_sla: bool,
+    /// Quant modes in place of the checkpoint's (`aic.gemm_quant` ...
+    /// `aic.comm_quant`; empty: the checkpoint's), under a row's options.
+    pub quant: QuantOverrides,
 }
 
 impl Default for AicOptions {
@@ -59,6 +65,7 @@ impl Default for AicOptions {
             shared_layer: true,
             top_n: 5,
             strict_sla: false,
+            quant: QuantOverrides::default(),
         }
     }
 }
@@ -66,7 +73,7 @@ impl Default for AicOptions {
 /// The largest `aic.top_n` (a search keeps one best config per layout).
 const MAX_TOP_N: usize = 1000;
 
-const DESCRIPTIONS: [(&str, &str); 6] = [
+const DESCRIPTIONS: [(&str, &str); 11] = [
     (
         "backend",
         "Backend used when a database argument names only a system, e.g. 'vllm'. Empty: the argument must name it.",
@@ -85,6 +92,20 @@ const DESCRIPTIONS: [(&str, &str); 6] = [
         "strict_sla",
         "Searches drop candidates above the TPOT limit before the Pareto front and the best configs (the spec's strict_sla, default false).",
     ),
+    (
+        "gemm_quant",
+        "GEMM quant mode the estimators price in place of the checkpoint's (the spec's --gemm-quant-mode); empty (default): the checkpoint's. A row's options argument overrides it.",
+    ),
+    ("moe_quant", "MoE quant mode in place of the checkpoint's (--moe-quant-mode); empty: the checkpoint's."),
+    (
+        "kvcache_quant",
+        "KV-cache quant mode in place of the checkpoint's (--kvcache-quant-mode); empty: the checkpoint's.",
+    ),
+    (
+        "fmha_quant",
+        "Context-attention (FMHA) quant mode in place of the checkpoint's (--fmha-quant-mode); empty: the checkpoint's.",
+    ),
+    ("comm_quant", "Communication quant mode label (--comm-quant-mode: half, int8, fp8); empty: half."),
 ];
 
 impl AicOptions {
@@ -106,6 +127,15 @@ impl AicOptions {
         }
         Ok(options)
     }
+}
+
+/// A quant-mode setting: empty is the checkpoint's mode, else one of the
+/// spec's names (exact, as the spec looks them up).
+fn quant_setting<Q: FromStr<Err = aicsql_tables::TablesError>>(key: &str, value: &str) -> Result<Option<Q>> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    value.parse::<Q>().map(Some).or_else(|e| config_err!("aic.{key}: {e}"))
 }
 
 /// A boolean setting: true / on / 1 or false / off / 0.
@@ -159,6 +189,11 @@ impl ExtensionOptions for AicOptions {
                     _ => return config_err!("aic.top_n must be an integer from 1 to {MAX_TOP_N}, not '{value}'"),
                 }
             }
+            "gemm_quant" => self.quant.gemm = quant_setting(key, value)?,
+            "moe_quant" => self.quant.moe = quant_setting(key, value)?,
+            "kvcache_quant" => self.quant.kv = quant_setting(key, value)?,
+            "fmha_quant" => self.quant.fmha = quant_setting(key, value)?,
+            "comm_quant" => self.quant.comm = quant_setting(key, value)?,
             other => {
                 let known: Vec<String> = DESCRIPTIONS.iter().map(|(k, _)| format!("aic.{k}")).collect();
                 return config_err!("unknown setting aic.{other}; aicsql has {}", known.join(", "));
@@ -178,6 +213,11 @@ impl ExtensionOptions for AicOptions {
                     "on_miss" => self.on_miss.to_string(),
                     "top_n" => self.top_n.to_string(),
                     "strict_sla" => self.strict_sla.to_string(),
+                    "gemm_quant" => self.quant.gemm.map(|q| q.name().to_string()).unwrap_or_default(),
+                    "moe_quant" => self.quant.moe.map(|q| q.name().to_string()).unwrap_or_default(),
+                    "kvcache_quant" => self.quant.kv.map(|q| q.name().to_string()).unwrap_or_default(),
+                    "fmha_quant" => self.quant.fmha.map(|q| q.name().to_string()).unwrap_or_default(),
+                    "comm_quant" => self.quant.comm.map(|q| q.name().to_string()).unwrap_or_default(),
                     _ => self.shared_layer.to_string(),
                 }),
                 description,
@@ -202,8 +242,26 @@ mod tests {
         let keys: Vec<String> = o.entries().into_iter().map(|e| e.key).collect();
         assert_eq!(
             keys,
-            ["aic.backend", "aic.version", "aic.on_miss", "aic.shared_layer", "aic.top_n", "aic.strict_sla"]
+            [
+                "aic.backend",
+                "aic.version",
+                "aic.on_miss",
+                "aic.shared_layer",
+                "aic.top_n",
+                "aic.strict_sla",
+                "aic.gemm_quant",
+                "aic.moe_quant",
+                "aic.kvcache_quant",
+                "aic.fmha_quant",
+                "aic.comm_quant"
+            ]
         );
+        o.set("kvcache_quant", "fp8").expect("valid");
+        assert_eq!(o.quant.kv, Some(aicsql_tables::modes::KvQuant::Fp8));
+        let err = o.set("gemm_quant", "fp4").unwrap_err().to_string();
+        assert!(err.contains("aic.gemm_quant") && err.contains("'fp4'") && err.contains("fp8_block"), "{err}");
+        o.set("kvcache_quant", "").expect("valid");
+        assert_eq!(o.quant, QuantOverrides::default());
         o.set("top_n", "3").expect("valid");
         assert_eq!(o.top_n, 3);
         assert!(o.set("top_n", "0").unwrap_err().to_string().contains("from 1"));

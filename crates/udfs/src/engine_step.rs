@@ -19,7 +19,7 @@ use crate::config::{AicOptions, OnMiss};
 use crate::database::{Database, resolve};
 use crate::errors::step_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
-use crate::step_args::{ARGS, ARITIES, ARITIES_TEXT, phase, shape, with_step_arguments};
+use crate::step_args::{ARGS, ARITIES, ARITIES_TEXT, phase, shape, with_step_arguments_only};
 use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "engine_step";
@@ -44,7 +44,7 @@ impl EngineStep {
     pub fn documentation() -> &'static Documentation {
         static DOC: OnceLock<Documentation> = OnceLock::new();
         DOC.get_or_init(|| {
-            with_step_arguments(
+            with_step_arguments_only(
                 Documentation::builder(
                     DOC_SECTION_AICSQL,
                     "One engine step op by op, as step_latency prices it: a row per op (for 'generation', per op \
@@ -143,6 +143,7 @@ impl RowsFunction for EngineStep {
             &database.version,
             options.shared_layer,
         )
+        .and_then(|step| step.with_quant_overrides(options.quant))
         .and_then(|mut step| step.report(phase, &shape));
         let outcome = match report {
             Ok(report) => Outcome::Report(report),

@@ -1,5 +1,5 @@
 //! `estimate_agg(model, db, parallel, batch, isl, osl [, prefix [, ctx_tokens
-//! [, moe_tp, moe_ep]]])`: one aggregated (in-flight batching) deployment as
+//! [, moe_tp, moe_ep]]] [, options])`: one aggregated (in-flight batching) deployment as
 //! aiconfigurator prices it, every value of the spec's result dict as a
 //! STRUCT field, so a grid of deployments is one join.
 
@@ -15,6 +15,7 @@ use aicsql_tables::DataTree;
 
 use crate::config::{AicOptions, OnMiss};
 use crate::errors::serving_error;
+use crate::options::{self, OPTIONS_DOC, Options};
 use crate::serving_args::{Arguments, Calls, Slot};
 use crate::step_models::ModelPool;
 use crate::struct_out::{Kind, Schema, StructOut, Value, struct_type};
@@ -150,7 +151,7 @@ fn push(out: &mut StructOut, e: &AggEstimate, server: &Server, buf: &mut String)
         e.quants.kv.name().into(),
         e.quants.fmha.name().into(),
         e.quants.moe.name().into(),
-        "half".into(),
+        server.comm_quant().name().into(),
         0.0.into(),
         0.0.into(),
         server.system().into(),
@@ -184,7 +185,7 @@ impl ScalarUDFImpl for EstimateAgg {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        AGG_ARGUMENTS.coerce(NAME, arg_types)
+        options::coerce(NAME, arg_types, |plain| AGG_ARGUMENTS.coerce(NAME, plain))
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
@@ -193,7 +194,12 @@ impl ScalarUDFImpl for EstimateAgg {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
-        let calls = Calls::new(NAME, &AGG_ARGUMENTS, &args.args, args.number_rows)?;
+        let (plain, given) = options::split(&args.args);
+        let mut calls = Calls::new(NAME, &AGG_ARGUMENTS, plain, args.number_rows)?;
+        if options::per_row(given) {
+            (calls.scalar, calls.rows) = (false, args.number_rows);
+        }
+        let row_options = Options::new(NAME, given, options.quant)?;
         let mut servers = self.pool.take(&self.tree.0, &options);
         let mut out = StructOut::new(NAME, FIELDS, calls.rows);
         let mut buf = String::new();
@@ -204,7 +210,7 @@ impl ScalarUDFImpl for EstimateAgg {
                     out.push_null();
                     continue;
                 };
-                let (server, db_name) = servers.get(model, db)?;
+                let (server, db_name) = servers.get_with(model, db, row_options.quant(row)?)?;
                 match server.estimate_agg(&q) {
                     Ok(e) => push(&mut out, &e, server, &mut buf)?,
                     Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => {
@@ -235,7 +241,7 @@ impl ScalarUDFImpl for EstimateAgg {
                  that does not fit in GPU memory (the spec's OOM) or that the spec refuses (fp8_block experts whose \
                  per-GPU width is not a multiple of the weight block), gives a struct whose fields are NULL but `reason`; \
                  under SET aic.on_miss = 'error' it is an error. estimate_memory breaks the memory down.",
-                "estimate_agg(model, db, parallel, batch, isl, osl [, prefix [, ctx_tokens [, moe_tp, moe_ep]]])",
+                "estimate_agg(model, db, parallel, batch, isl, osl [, prefix [, ctx_tokens [, moe_tp, moe_ep]]] [, options])",
             )
             .with_sql_example(
                 r#"```sql
@@ -271,6 +277,7 @@ impl ScalarUDFImpl for EstimateAgg {
                 "MoE models: expert tensor parallelism (NULL: inferred from tp = moe_tp * moe_ep).",
             )
             .with_argument("moe_ep", "MoE models: expert parallelism (NULL: inferred). Dense models ignore both.")
+            .with_argument("options", OPTIONS_DOC)
             .build()
         }))
     }

@@ -1,6 +1,6 @@
 //! `estimate_disagg(model, db, prefill_parallel, prefill_batch,
 //! prefill_workers, decode_parallel, decode_batch, decode_workers, isl, osl
-//! [, prefix [, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep]])`:
+//! [, prefix [, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep]] [, options])`:
 //! one disaggregated deployment (prefill workers and decode workers) as
 //! aiconfigurator prices it, at the spec's three decimals.
 
@@ -16,6 +16,7 @@ use aicsql_tables::DataTree;
 use crate::config::{AicOptions, OnMiss};
 use crate::errors::serving_error;
 use crate::estimate_agg::write_label;
+use crate::options::{self, OPTIONS_DOC, Options};
 use crate::serving_args::{Arguments, Calls, Slot};
 use crate::step_models::ModelPool;
 use crate::struct_out::{Kind, Schema, StructOut, Value, struct_type};
@@ -184,8 +185,13 @@ fn push(out: &mut StructOut, e: &DisaggEstimate, server: &Server, bufs: &mut [St
         e.osl.into(),
         e.prefix.into(),
     ];
-    let tail: [Value; 5] =
-        ["half".into(), server.system().into(), server.backend().name().into(), server.version().into(), Value::Null];
+    let tail: [Value; 5] = [
+        server.comm_quant().name().into(),
+        server.system().into(),
+        server.backend().name().into(),
+        server.version().into(),
+        Value::Null,
+    ];
     let mut row = [Value::Null; 51];
     row[..14].copy_from_slice(&head);
     row[14..30].copy_from_slice(&side(&e.prefill, plabel));
@@ -217,7 +223,7 @@ impl ScalarUDFImpl for EstimateDisagg {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        ARGUMENTS.coerce(NAME, arg_types)
+        options::coerce(NAME, arg_types, |plain| ARGUMENTS.coerce(NAME, plain))
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
@@ -226,7 +232,12 @@ impl ScalarUDFImpl for EstimateDisagg {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
-        let calls = Calls::new(NAME, &ARGUMENTS, &args.args, args.number_rows)?;
+        let (plain, given) = options::split(&args.args);
+        let mut calls = Calls::new(NAME, &ARGUMENTS, plain, args.number_rows)?;
+        if options::per_row(given) {
+            (calls.scalar, calls.rows) = (false, args.number_rows);
+        }
+        let row_options = Options::new(NAME, given, options.quant)?;
         let mut servers = self.pool.take(&self.tree.0, &options);
         let mut out = StructOut::new(NAME, FIELDS, calls.rows);
         let mut bufs = [String::new(), String::new()];
@@ -237,7 +248,7 @@ impl ScalarUDFImpl for EstimateDisagg {
                     out.push_null();
                     continue;
                 };
-                let (server, db_name) = servers.get(model, db)?;
+                let (server, db_name) = servers.get_with(model, db, row_options.quant(row)?)?;
                 match server.estimate_disagg(&q) {
                     Ok(e) => push(&mut out, &e, server, &mut bufs)?,
                     Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => {
@@ -269,7 +280,8 @@ impl ScalarUDFImpl for EstimateDisagg {
                  experts split off the weight block) gives NULL fields and a reason (an error under \
                  aic.on_miss = 'error').",
                 "estimate_disagg(model, db, prefill_parallel, prefill_batch, prefill_workers, decode_parallel, \
-                 decode_batch, decode_workers, isl, osl [, prefix [, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep]])",
+                 decode_batch, decode_workers, isl, osl [, prefix [, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep]] \
+                 [, options])",
             )
             .with_sql_example(
                 r#"```sql
@@ -297,6 +309,7 @@ impl ScalarUDFImpl for EstimateDisagg {
             .with_argument("prefill_moe_ep", "MoE models: the prefill side's expert parallelism (NULL: inferred).")
             .with_argument("decode_moe_tp", "MoE models: the decode side's expert tensor parallelism (NULL: inferred).")
             .with_argument("decode_moe_ep", "MoE models: the decode side's expert parallelism (NULL: inferred).")
+            .with_argument("options", OPTIONS_DOC)
             .build()
         }))
     }

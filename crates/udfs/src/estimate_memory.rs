@@ -15,6 +15,7 @@ use aicsql_tables::DataTree;
 use crate::config::{AicOptions, OnMiss};
 use crate::errors::serving_error;
 use crate::estimate_agg::{AGG_ARGUMENTS, agg_query};
+use crate::options::{self, OPTIONS_DOC, Options};
 use crate::serving_args::Calls;
 use crate::step_models::ModelPool;
 use crate::struct_out::{Kind, Schema, StructOut, Value, struct_type};
@@ -57,7 +58,7 @@ impl ScalarUDFImpl for EstimateMemory {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        AGG_ARGUMENTS.coerce(NAME, arg_types)
+        options::coerce(NAME, arg_types, |plain| AGG_ARGUMENTS.coerce(NAME, plain))
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
@@ -66,7 +67,12 @@ impl ScalarUDFImpl for EstimateMemory {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
-        let calls = Calls::new(NAME, &AGG_ARGUMENTS, &args.args, args.number_rows)?;
+        let (plain, given) = options::split(&args.args);
+        let mut calls = Calls::new(NAME, &AGG_ARGUMENTS, plain, args.number_rows)?;
+        if options::per_row(given) {
+            (calls.scalar, calls.rows) = (false, args.number_rows);
+        }
+        let row_options = Options::new(NAME, given, options.quant)?;
         let mut servers = self.pool.take(&self.tree.0, &options);
         let mut out = StructOut::new(NAME, FIELDS, calls.rows);
         // The set goes back to the pool even when a row fails.
@@ -76,7 +82,7 @@ impl ScalarUDFImpl for EstimateMemory {
                     out.push_null();
                     continue;
                 };
-                let (server, db_name) = servers.get(model, db)?;
+                let (server, db_name) = servers.get_with(model, db, row_options.quant(row)?)?;
                 match server.agg_memory(&q) {
                     Ok((m, capacity_gib)) => out.push(&[
                         m.weights.into(),
@@ -114,7 +120,7 @@ impl ScalarUDFImpl for EstimateMemory {
                  the spec's OOM rule (total < the GPU's capacity). Every step of the estimate is priced first, as \
                  the spec does, so a perf-data miss, or a layout the spec refuses (fp8_block experts split off \
                  the weight block), gives NULL fields and a reason (an error under aic.on_miss = 'error').",
-                "estimate_memory(model, db, parallel, batch, isl, osl [, prefix [, ctx_tokens [, moe_tp, moe_ep]]])",
+                "estimate_memory(model, db, parallel, batch, isl, osl [, prefix [, ctx_tokens [, moe_tp, moe_ep]]] [, options])",
             )
             .with_sql_example(
                 r#"```sql
@@ -140,6 +146,7 @@ impl ScalarUDFImpl for EstimateMemory {
             .with_argument("ctx_tokens", "Prefill tokens admitted per step (NULL or absent: isl).")
             .with_argument("moe_tp", "MoE models: expert tensor parallelism (NULL: inferred).")
             .with_argument("moe_ep", "MoE models: expert parallelism (NULL: inferred).")
+            .with_argument("options", OPTIONS_DOC)
             .build()
         }))
     }

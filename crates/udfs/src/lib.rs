@@ -16,6 +16,7 @@ mod gemm_args;
 pub mod gemm_latency;
 pub mod gemm_sol;
 pub mod gemm_trace;
+mod options;
 pub mod progress;
 pub mod rows;
 pub mod search_agg;

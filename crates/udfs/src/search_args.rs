@@ -42,6 +42,20 @@ fn constant_count(function: &str, position: usize, value: &ScalarValue) -> Resul
     }
 }
 
+/// The spec's deployment search (`cli default`) takes no quant overrides
+/// and resolves the checkpoint's modes by rules of its own
+/// (docs/spec/options.md 1.6): a session quant setting would price a search
+/// no spec path runs, so it is refused rather than ignored.
+pub(crate) fn refuse_quant_settings(function: &str, options: &AicOptions) -> Result<()> {
+    if options.quant.is_empty() {
+        return Ok(());
+    }
+    plan_err!(
+        "{function}: the spec's search takes no quant overrides; unset aic.gemm_quant, aic.moe_quant, \
+         aic.kvcache_quant, aic.fmha_quant and aic.comm_quant (SET aic.kvcache_quant = '') first"
+    )
+}
+
 /// The call's server and query from its evaluated arguments (`None`: a
 /// NULL argument, an empty result).
 pub(crate) fn search_call(
@@ -54,6 +68,7 @@ pub(crate) fn search_call(
         return plan_err!("{} takes {} arguments, got {}", signature(function), ARGS.len(), values.len());
     }
     let options = AicOptions::from_config(config)?;
+    refuse_quant_settings(function, &options)?;
     // Every argument's type is checked before a NULL short-circuits the call.
     let (model, db) = (constant_text(function, 1, &values[0])?, constant_text(function, 2, &values[1])?);
     let counts = [2, 3, 4, 5].map(|i| constant_count(function, i + 1, &values[i]));

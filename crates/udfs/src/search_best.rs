@@ -290,6 +290,7 @@ impl ScalarUDFImpl for SearchBest {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
+        crate::search_args::refuse_quant_settings(NAME, &options)?;
         let calls = Calls::new(NAME, &ARGUMENTS, &args.args, args.number_rows)?;
         // A search is tens of milliseconds to seconds: the rows of a batch
         // run on the session's partitions' worth of threads (within the

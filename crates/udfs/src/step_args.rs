@@ -28,6 +28,12 @@ const TEXTS: usize = 3;
 /// `step_latency`, `step_status` and `engine_step` (they take the same
 /// call, so a user reads the same words in each).
 pub fn with_step_arguments(builder: DocumentationBuilder) -> DocumentationBuilder {
+    with_step_arguments_only(builder).with_argument("options", crate::options::OPTIONS_DOC)
+}
+
+/// [`with_step_arguments`] without the options (the table function takes
+/// the session's `aic.*_quant` settings only).
+pub fn with_step_arguments_only(builder: DocumentationBuilder) -> DocumentationBuilder {
     builder
         .with_argument("model", "Hugging Face id of a model in aic.meta.models, e.g. 'Qwen/Qwen3-32B-FP8'.")
         .with_argument("db", "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).")

@@ -14,6 +14,7 @@ use aicsql_tables::step::{StepError, StepModel};
 
 use crate::config::{AicOptions, OnMiss};
 use crate::errors::step_error;
+use crate::options::{self, Options};
 use crate::step_args::{StepCalls, coerce_step, step_signature, with_step_arguments};
 use crate::step_models::ModelPool;
 use crate::{DOC_SECTION_AICSQL, SharedTree};
@@ -43,7 +44,7 @@ impl ScalarUDFImpl for StepLatency {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        coerce_step(NAME, arg_types)
+        options::coerce(NAME, arg_types, |plain| coerce_step(NAME, plain))
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
@@ -52,7 +53,12 @@ impl ScalarUDFImpl for StepLatency {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
-        let calls = StepCalls::new(NAME, &args.args, args.number_rows)?;
+        let (plain, given) = options::split(&args.args);
+        let mut calls = StepCalls::new(NAME, plain, args.number_rows)?;
+        if options::per_row(given) {
+            (calls.scalar, calls.rows) = (false, args.number_rows);
+        }
+        let row_options = Options::new(NAME, given, options.quant)?;
         let mut models = self.pool.take(&self.tree.0, &options);
         let mut out = Float64Builder::with_capacity(calls.rows);
         // The set goes back to the pool even when a row fails.
@@ -62,7 +68,7 @@ impl ScalarUDFImpl for StepLatency {
                     out.append_null();
                     continue;
                 };
-                let (step, db_name) = models.get(call.model, call.db)?;
+                let (step, db_name) = models.get_with(call.model, call.db, row_options.quant(row)?)?;
                 match step.latency(call.phase, &call.shape) {
                     Ok(ms) => out.append_value(ms),
                     Err(StepError::Miss { .. } | StepError::Refused(_)) if options.on_miss == OnMiss::Null => {
@@ -90,7 +96,7 @@ impl ScalarUDFImpl for StepLatency {
                      averaged over osl - 1). A data miss in any op makes the step a miss, and a layout the spec \
                      refuses (fp8_block experts split off the weight block) has no step: NULL, or an error \
                      naming the op and lookup under SET aic.on_miss = 'error'. engine_step shows every op.",
-                    "step_latency(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])",
+                    "step_latency(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]] [, options])",
                 )
                 .with_sql_example(
                     r#"```sql

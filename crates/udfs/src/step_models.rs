@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use aicsql_serving::{Server, ServingError};
 use aicsql_tables::DataTree;
-use aicsql_tables::step::{StepError, StepModel};
+use aicsql_tables::step::{QuantOverrides, StepError, StepModel};
 use datafusion::common::DataFusionError;
 
 use crate::config::AicOptions;
@@ -36,15 +36,15 @@ impl From<NoModel> for DataFusionError {
     }
 }
 
-/// What a function keeps per (model, db): a step model, or a serving model.
+/// What a function keeps per (model, db, quant overrides): a step model,
+/// or a serving model.
 pub(crate) trait Built: Sized + Send {
     fn build(
         tree: &Arc<DataTree>,
         model: &str,
-        system: &str,
-        backend: &str,
-        version: &str,
+        database: (&str, &str, &str),
         shared: bool,
+        quant: QuantOverrides,
     ) -> Result<Self, ServingError>;
 }
 
@@ -52,12 +52,11 @@ impl Built for StepModel<'static> {
     fn build(
         tree: &Arc<DataTree>,
         model: &str,
-        system: &str,
-        backend: &str,
-        version: &str,
+        (system, backend, version): (&str, &str, &str),
         shared: bool,
+        quant: QuantOverrides,
     ) -> Result<Self, ServingError> {
-        Ok(StepModel::shared(Arc::clone(tree), model, system, backend, version, shared)?)
+        Ok(StepModel::shared(Arc::clone(tree), model, system, backend, version, shared)?.with_quant_overrides(quant)?)
     }
 }
 
@@ -65,12 +64,11 @@ impl Built for Server<'static> {
     fn build(
         tree: &Arc<DataTree>,
         model: &str,
-        system: &str,
-        backend: &str,
-        version: &str,
+        (system, backend, version): (&str, &str, &str),
         shared: bool,
+        quant: QuantOverrides,
     ) -> Result<Self, ServingError> {
-        Server::shared(Arc::clone(tree), model, system, backend, version, shared)
+        Server::shared(Arc::clone(tree), model, system, backend, version, shared)?.with_quant_overrides(quant)
     }
 }
 
@@ -87,14 +85,25 @@ pub(crate) struct Models<T> {
     function: &'static str,
     tree: Arc<DataTree>,
     options: AicOptions,
-    entries: Vec<(String, String, String, T)>,
+    entries: Vec<Entry<T>>,
     last: usize,
 }
 
+/// One built model: (model, db as given, quant overrides, db resolved, model).
+type Entry<T> = (String, String, QuantOverrides, String, T);
+
 impl<T: Built> Models<T> {
-    /// The model for `(model, db)`, and the resolved database name.
+    /// The model for `(model, db)` with the session's quant modes, and the
+    /// resolved database name.
     pub(crate) fn get(&mut self, model: &str, db: &str) -> Result<(&mut T, &str), NoModel> {
-        let hit = |e: &(String, String, String, T)| e.0 == model && e.1 == db;
+        let quant = self.options.quant;
+        self.get_with(model, db, quant)
+    }
+
+    /// [`Self::get`] with the quant modes `quant` (a row's options over the
+    /// session's).
+    pub(crate) fn get_with(&mut self, model: &str, db: &str, quant: QuantOverrides) -> Result<(&mut T, &str), NoModel> {
+        let hit = |e: &Entry<T>| e.0 == model && e.1 == db && e.2 == quant;
         let index = match self.entries.get(self.last).filter(|e| hit(e)) {
             Some(_) => self.last,
             None => match self.entries.iter().position(hit) {
@@ -112,10 +121,9 @@ impl<T: Built> Models<T> {
                     let step = T::build(
                         &self.tree,
                         model,
-                        &database.system,
-                        &database.backend,
-                        &database.version,
+                        (&database.system, &database.backend, &database.version),
                         self.options.shared_layer,
+                        quant,
                     )
                     .map_err(|e| match e {
                         ServingError::Step(e @ StepError::Data(_)) => {
@@ -132,14 +140,14 @@ impl<T: Built> Models<T> {
                     if self.entries.len() >= MAX_MODELS {
                         self.entries.clear();
                     }
-                    self.entries.push((model.to_string(), db.to_string(), name, step));
+                    self.entries.push((model.to_string(), db.to_string(), quant, name, step));
                     self.entries.len() - 1
                 }
             },
         };
         self.last = index;
         let entry = &mut self.entries[index];
-        Ok((&mut entry.3, entry.2.as_str()))
+        Ok((&mut entry.4, entry.3.as_str()))
     }
 }
 

@@ -16,6 +16,7 @@ use aicsql_tables::step::{StepError, StepModel};
 
 use crate::config::AicOptions;
 use crate::errors::step_error;
+use crate::options::{self, Options};
 use crate::step_args::{StepCalls, coerce_step, step_signature, with_step_arguments};
 use crate::step_models::{ModelPool, NoModel};
 use crate::{DOC_SECTION_AICSQL, SharedTree};
@@ -48,7 +49,7 @@ impl ScalarUDFImpl for StepStatus {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        coerce_step(NAME, arg_types)
+        options::coerce(NAME, arg_types, |plain| coerce_step(NAME, plain))
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
@@ -57,7 +58,12 @@ impl ScalarUDFImpl for StepStatus {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let options = AicOptions::from_config(&args.config_options)?;
-        let calls = StepCalls::new(NAME, &args.args, args.number_rows)?;
+        let (plain, given) = options::split(&args.args);
+        let mut calls = StepCalls::new(NAME, plain, args.number_rows)?;
+        if options::per_row(given) {
+            (calls.scalar, calls.rows) = (false, args.number_rows);
+        }
+        let row_options = Options::new(NAME, given, options.quant)?;
         let mut models = self.pool.take(&self.tree.0, &options);
         let mut out = StringBuilder::new();
         // The set goes back to the pool even when a row fails.
@@ -68,7 +74,7 @@ impl ScalarUDFImpl for StepStatus {
                     out.append_null();
                     continue;
                 };
-                let (step, db_name) = match models.get(call.model, call.db) {
+                let (step, db_name) = match models.get_with(call.model, call.db, row_options.quant(row)?) {
                     Ok(found) => found,
                     Err(NoModel::Refused { reason, .. }) => {
                         out.append_value(format!("refused: {reason}"));
@@ -102,7 +108,7 @@ impl ScalarUDFImpl for StepStatus {
                      an architecture or quantization the spec does not price, parallel degrees that do \
                      not fit the model). Unreadable or corrupt data is an error here too, never a status. \
                      Same arguments as step_latency; aic.on_miss does not apply.",
-                    "step_status(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]])",
+                    "step_status(model, db, phase, tp, batch, isl, osl [, moe_tp, moe_ep [, dp [, pp [, cp]]]] [, options])",
                 )
                 .with_sql_example(
                     r#"```sql

@@ -12,6 +12,10 @@ The bridge passes the session's ``aic.*`` settings as a dict of strings
 ``shared_layer``  'true' = the spec's default source union, 'false' = own file only
 ``data``          optional: data directories (else the cache-dir rule); the
                   ``data=`` keyword of the entry points takes precedence
+``gemm_quant``, ``moe_quant``, ``kvcache_quant``, ``fmha_quant``, ``comm_quant``
+                  optional: the spec's quant overrides for the step and
+                  serving estimates ('' = the checkpoint's mode;
+                  `aicsql.spec.step.options`); the GEMM functions ignore them
 
 Invalid input (unknown quant mode or database, shape out of range) always
 raises ValueError naming the bad value and listing what is valid; NULL in
@@ -27,6 +31,7 @@ import pyarrow as pa
 from .data import Database, DataTree, open_tree
 from .gemm import GemmMiss, GemmTable, load_table
 from .sol import QuantMode, SystemSpec, gemm_quant, gemm_sol as _gemm_sol
+from .step.options import QUANT_OPTIONS, quant_overrides
 
 __all__ = [
     "MAX_GEMM_DIM",
@@ -98,6 +103,8 @@ class _Settings:
         self.shared_layer = _flag(s.get("shared_layer", "true"), "shared_layer")
         self.data = data if data is not None else (s.get("data") or None)
         self.tree: DataTree = open_tree(self.data)
+        # The quant overrides of the estimators' batch forms ('' = none).
+        self.quant = quant_overrides({k: s[k] for k in QUANT_OPTIONS if k in s})
 
 
 def check_shape(m: int, n: int, k: int) -> None:

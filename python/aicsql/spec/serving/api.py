@@ -38,7 +38,21 @@ miss is a miss) and reports a deployment that does not fit as ``fits =
 false`` with its numbers.
 
 The plain functions (`estimate_agg`, `estimate_disagg`, `estimate_memory`)
-take the same arguments as keywords and return the struct as a dict.
+take the same arguments as keywords and return the struct as a dict. They
+also take ``options``, the spec's quantisation overrides (``cli_estimate``'s
+``--gemm/moe/kvcache/fmha/comm-quant-mode``; docs/spec/options.md 1;
+`aicsql.spec.step.options`): a dict of ``gemm_quant``, ``moe_quant``,
+``kvcache_quant``, ``fmha_quant``, ``comm_quant`` whose values are the
+spec's mode names (None = the checkpoint's mode), the same overrides on both
+sides of a disaggregated estimate. The quant fields of the struct show the
+resolved modes (``comm`` only labels the result: ``cli_estimate`` prices no
+collective in it). An unknown key or mode name is a ValueError (the spec's
+KeyError), always raised; a deployment the spec refuses for its modes (an
+explicit fp8 FMHA without an fp8 slice in the context op's table, fp8_block
+experts split off the weight block) is a reason like a miss, and a mode
+without a table misses at the first lookup keyed on it. Not priced yet, and
+refused with ValueError: overrides for the DEEPSEEKV32 (DSA) and DEEPSEEKV4
+families, and a comm mode other than ``half`` with cp > 1.
 """
 
 from __future__ import annotations
@@ -52,6 +66,7 @@ from ..data import Database
 from ..limits import MAX_ISL, check_step
 from ..step.api import _int_arg, _pylist, _settings
 from ..step.engine import DeploymentRefused, StepContext, step_context
+from ..step.options import QuantOverrides, quant_overrides
 from .estimate import (
     Layout,
     ServingMiss,
@@ -260,11 +275,13 @@ def _disagg_row(ctx: StepContext, a: _Disagg) -> dict:
 
 
 class _Call:
-    """Settings, databases and contexts shared by the rows of one call."""
+    """Settings, databases, quant overrides and contexts shared by the rows of one call."""
 
-    def __init__(self, settings: Optional[Dict[str, str]], data):
+    def __init__(self, settings: Optional[Dict[str, str]], data, overrides: Optional[QuantOverrides] = None):
         self.s = _settings(settings, data)
         self.raise_on_miss = self.s.on_miss == "error"
+        # The plain functions' options, else the settings' (the batch forms: aic.gemm_quant, ...).
+        self.overrides = overrides if overrides is not None else self.s.quant
         self._dbs: Dict[str, Database] = {}
 
     def context(self, model: str, db: str) -> StepContext:
@@ -273,7 +290,7 @@ class _Call:
             database = self._dbs[db] = self.s.tree.resolve(db, self.s.backend, self.s.version)
         if not isinstance(model, str):
             raise ValueError(f"model = {model!r} is not a string")
-        return step_context(self.s.tree, model, database, self.s.shared_layer)
+        return step_context(self.s.tree, model, database, self.s.shared_layer, self.overrides)
 
     def row(self, fn, schema: pa.StructType, model, db, args) -> dict:
         """``fn(ctx, args)``'s struct; a miss becomes the reason (or ValueError)."""
@@ -295,11 +312,13 @@ def _plain(on_miss: str, shared_layer: bool, backend: str, version: str) -> Dict
 def estimate_agg(model: str, db: str, parallel, batch: int, isl: int, osl: int, prefix: Optional[int] = None,
                  ctx_tokens: Optional[int] = None, moe_tp: Optional[int] = None, moe_ep: Optional[int] = None, *,
                  on_miss: str = "null", shared_layer: bool = True, backend: str = "", version: str = "latest",
-                 data=None) -> dict:  # fmt: skip
+                 options: Optional[Dict[str, Optional[str]]] = None, data=None) -> dict:  # fmt: skip
     """One aggregated (IFB) estimate as a dict of the ``estimate_agg`` struct
     fields; a miss or OOM is a dict whose only non-None field is ``reason``
-    (ValueError under ``on_miss = 'error'``)."""
-    call = _Call(_plain(on_miss, shared_layer, backend, version), data)
+    (ValueError under ``on_miss = 'error'``). ``options``: the spec's quant
+    overrides (module doc)."""
+    overrides = quant_overrides(options)
+    call = _Call(_plain(on_miss, shared_layer, backend, version), data, overrides)
     return call.row(_agg_row, AGG_SCHEMA, model, db,
                     _Agg(model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep))  # fmt: skip
 
@@ -307,9 +326,11 @@ def estimate_agg(model: str, db: str, parallel, batch: int, isl: int, osl: int, 
 def estimate_memory(model: str, db: str, parallel, batch: int, isl: int, osl: int, prefix: Optional[int] = None,
                     ctx_tokens: Optional[int] = None, moe_tp: Optional[int] = None, moe_ep: Optional[int] = None, *,
                     on_miss: str = "null", shared_layer: bool = True, backend: str = "", version: str = "latest",
-                    data=None) -> dict:  # fmt: skip
-    """The memory model of an aggregated estimate (``estimate_memory`` fields)."""
-    call = _Call(_plain(on_miss, shared_layer, backend, version), data)
+                    options: Optional[Dict[str, Optional[str]]] = None, data=None) -> dict:  # fmt: skip
+    """The memory model of an aggregated estimate (``estimate_memory`` fields);
+    ``options`` as `estimate_agg`'s."""
+    overrides = quant_overrides(options)
+    call = _Call(_plain(on_miss, shared_layer, backend, version), data, overrides)
     return call.row(_memory_row, MEMORY_SCHEMA, model, db,
                     _Agg(model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep))  # fmt: skip
 
@@ -319,9 +340,12 @@ def estimate_disagg(model: str, db: str, prefill_parallel, prefill_batch: int, p
                     prefill_moe_tp: Optional[int] = None, prefill_moe_ep: Optional[int] = None,
                     decode_moe_tp: Optional[int] = None, decode_moe_ep: Optional[int] = None, *,
                     on_miss: str = "null", shared_layer: bool = True, backend: str = "", version: str = "latest",
-                    data=None) -> dict:  # fmt: skip
-    """One disaggregated estimate (``estimate_disagg`` fields, the spec's 3 decimals)."""
-    call = _Call(_plain(on_miss, shared_layer, backend, version), data)
+                    options: Optional[Dict[str, Optional[str]]] = None, data=None) -> dict:  # fmt: skip
+    """One disaggregated estimate (``estimate_disagg`` fields, the spec's 3
+    decimals); ``options`` as `estimate_agg`'s, the same overrides on both
+    sides (the spec applies them to the prefill and the decode config)."""
+    overrides = quant_overrides(options)
+    call = _Call(_plain(on_miss, shared_layer, backend, version), data, overrides)
     args = _Disagg(model, db, prefill_parallel, prefill_batch, prefill_workers, decode_parallel, decode_batch,
                    decode_workers, isl, osl, prefix, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep)
     return call.row(_disagg_row, DISAGG_SCHEMA, model, db, args)

@@ -13,6 +13,7 @@ fp8_static checkpoints in any of them.
 
 * `model`      -- config.json fields, the architecture -> family map;
 * `checkpoint` -- the quant modes a checkpoint implies;
+* `options`    -- the spec's quant overrides (``options`` of the Python API, docs/spec/options.md 1);
 * `ops`, `mla_ops`, `composite` -- the ops and each op's query;
 * `families`   -- the op lists per family;
 * `engine`     -- FMHA guards, step assembly, sampling and summation order (3.2, 9);

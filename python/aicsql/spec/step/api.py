@@ -26,7 +26,13 @@ NEMOTRONH and NEMOTRONNAS everywhere -- as the spec refuses it.
 
 ``engine_step`` returns the full breakdown (the goldens' rows), and
 ``step_latency`` the phase's number: TTFT for 'context', TPOT for
-'generation' (ms).
+'generation' (ms). Both take ``options``, the spec's quant overrides
+(`aicsql.spec.step.options`; docs/spec/options.md 1): a dict of
+``gemm_quant``, ``moe_quant``, ``kvcache_quant``, ``fmha_quant``,
+``comm_quant`` (None = the checkpoint's mode); an unknown key or mode name is
+a ValueError, and so is a deployment the spec refuses (an explicit fp8 FMHA
+without an fp8 slice in the context op's table, fp8_block experts split off
+the weight block).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import pyarrow as pa
 
 from ..data import Database, DataTree
 from .engine import PHASES, DeploymentRefused, StepMiss, step_context
+from .options import quant_overrides
 
 __all__ = ["engine_step", "engine_step_table", "step_latency", "step_latency_batch", "ENGINE_STEP_SCHEMA"]
 
@@ -74,8 +81,8 @@ def _phase(phase) -> str:
 
 
 def _run(tree: DataTree, database: Database, shared: bool, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
-         dp=None, pp=None, cp=None):  # fmt: skip
-    ctx = step_context(tree, model, database, shared)
+         dp=None, pp=None, cp=None, overrides=None):  # fmt: skip
+    ctx = step_context(tree, model, database, shared, overrides)
     ph = _phase(phase)
     dp = _int_arg("dp", dp, optional=True)
     pp = _int_arg("pp", pp, optional=True)
@@ -110,6 +117,7 @@ def engine_step(
     pp: int = 1,
     cp: int = 1,
     shared_layer: bool = True,
+    options: Optional[Dict[str, Optional[str]]] = None,
     data=None,
 ) -> dict:
     """One static step, op by op.
@@ -118,12 +126,15 @@ def engine_step(
     context or generation latency, "quants": {...}}``; the rows follow the
     goldens (one per op application -- per sample step in generation -- then
     ``__gen_step_total__`` rows and a ``__step_total__`` row). A miss raises
-    ValueError naming the op and its lookup."""
+    ValueError naming the op and its lookup. ``options``: quant overrides
+    (``gemm_quant``, ``moe_quant``, ``kvcache_quant``, ``fmha_quant``,
+    ``comm_quant``; docs/spec/options.md 1, `aicsql.spec.step.options`)."""
+    overrides = quant_overrides(options)
     s = _settings(_plain_settings(shared_layer), data)
     database = s.tree.resolve(db, s.backend, s.version)
     try:
         ctx, ph, result = _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
-                               dp, pp, cp)  # fmt: skip
+                               dp, pp, cp, overrides)  # fmt: skip
     except StepMiss as miss:
         raise ValueError(str(miss)) from None
     return {
@@ -149,14 +160,17 @@ def step_latency(
     pp: int = 1,
     cp: int = 1,
     shared_layer: bool = True,
+    options: Optional[Dict[str, Optional[str]]] = None,
     data=None,
 ) -> float:
-    """TTFT ('context') or TPOT ('generation') in ms; a miss raises ValueError."""
+    """TTFT ('context') or TPOT ('generation') in ms; a miss raises ValueError.
+    ``options``: quant overrides, as `engine_step`'s."""
+    overrides = quant_overrides(options)
     s = _settings(_plain_settings(shared_layer), data)
     database = s.tree.resolve(db, s.backend, s.version)
     try:
         return _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
-                    dp, pp, cp)[2].total_ms  # fmt: skip
+                    dp, pp, cp, overrides)[2].total_ms  # fmt: skip
     except StepMiss as miss:
         raise ValueError(str(miss)) from None
 
@@ -223,7 +237,7 @@ def step_latency_batch(
             database = databases[r_db] = s.tree.resolve(r_db, s.backend, s.version)
         try:
             value = _run(s.tree, database, s.shared_layer, r_model, r_phase, r_tp, r_batch, r_isl, r_osl,
-                         r_moe_tp, r_moe_ep, r_dp, r_pp, r_cp)[2].total_ms
+                         r_moe_tp, r_moe_ep, r_dp, r_pp, r_cp, s.quant)[2].total_ms
         except (StepMiss, DeploymentRefused) as miss:
             if raise_on_miss:
                 raise ValueError(f"{r_model} on {database.name}, {r_phase}: {miss}") from None
@@ -387,7 +401,7 @@ def engine_step_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBa
     out: List[dict] = []
     try:
         ctx, ph, result = _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
-                               dp, pp, cp)  # fmt: skip
+                               dp, pp, cp, s.quant)  # fmt: skip
     except StepMiss as miss:
         if s.on_miss == "error":
             raise ValueError(f"{model} on {name}, {ph}: {miss}") from None

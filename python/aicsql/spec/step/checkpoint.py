@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Set, Tuple
 
-__all__ = ["CheckpointQuant", "infer_quant", "MULTIMODAL_TEXT_CONFIG"]
+__all__ = ["CheckpointQuant", "infer_quant", "inferred_kv", "MULTIMODAL_TEXT_CONFIG"]
 
 # Architectures whose LLM parameters live under text_config (families_mla 1.2).
 MULTIMODAL_TEXT_CONFIG = frozenset({
@@ -250,3 +250,16 @@ def infer_quant(config: dict, hf_quant: Optional[dict]) -> CheckpointQuant:
             kv = "fp8"
     return CheckpointQuant(gemm=gemm or "bfloat16", moe=moe or "bfloat16", kv=kv or "bfloat16",
                            fmha=fmha or "bfloat16")  # fmt: skip
+
+
+def inferred_kv(config: dict, hf_quant: Optional[dict]) -> Optional[str]:
+    """The KV-cache mode the checkpoint inference sets itself, None when it
+    sets none (`infer_quant`'s ``kv`` is then the bfloat16 fallback): the kv
+    algo's fp8 / bfloat16, or fp8 when a quant algo implies fp8 attention.
+    The data-driven FMHA check of an explicit fmha mode reads every kv slice
+    when neither this nor an explicit kv mode exists (docs/spec/options.md 1.2
+    step 4)."""
+    algo, kv_algo, _ = _fields(quant_config(config, hf_quant), hf_quant)
+    if algo is not None and (algo in ("fp8", "fp8_block", "nvfp4") or kv_algo == "fp8"):
+        return "fp8"
+    return kv_algo if kv_algo in ("fp8", "bfloat16") else None

@@ -24,6 +24,16 @@ The FMHA guard (3.2; families_mla 2.4) looks at the context table of the
 family's context op: ``context_mla`` (granular and module MLA tables) for
 DEEPSEEK / KIMIK25 off vllm, else ``context_attention``.
 
+Quant overrides (docs/spec/options.md 1.2; `aicsql.spec.step.options`): a
+`StepContext` is built per set of overrides. Explicit modes replace the
+checkpoint's and no guard changes them; the checkpoint's "fp8 => fmha / kv
+fp8" rule stays the inference's. In the context phase an explicit fp8 FMHA
+is checked against the context op's fmha slices under the explicit kv mode,
+else the checkpoint's own kv mode, else (the checkpoint sets none) every kv
+slice: slices without fp8 refuse the deployment with the spec's message
+(`DeploymentRefused`); an explicit FMHA skips the data-driven fallback and
+the vllm legacy guard.
+
 For the serving estimates (``aicsql.spec.serving``) a `PhaseResult` also
 carries the per-name latency dict of the phase (``by_name``, first-appearance
 order: what the spec's ``context_latency_dict`` / ``generation_latency_dict``
@@ -62,6 +72,7 @@ from .model import (
     load_model,
 )
 from .ops import Call, Op, OpValue, Parallel, PhaseQuants, check_trtllm_alltoall
+from .options import QUANT_OPTIONS, QuantOverrides, quant_overrides
 
 __all__ = [
     "STRIDE",
@@ -273,14 +284,31 @@ class PhaseResult(NamedTuple):
     by_name: Optional[Dict[str, float]] = None
 
 
-class StepContext:
-    """Everything one (model, database, shared layer) needs, built once:
-    the model, its tables, the per-phase quant modes."""
+# Families whose quant modes follow rules of their own (families_dsa 2.1,
+# families_dsv4 1.2) that this path does not combine with overrides yet.
+_NO_OVERRIDE_FAMILIES = frozenset({DEEPSEEKV32, DEEPSEEKV4})
 
-    def __init__(self, tree: DataTree, model: str, db: Database, shared_layer: bool):
+
+class StepContext:
+    """Everything one (model, database, shared layer, quant overrides) needs,
+    built once: the model, its tables, the per-phase quant modes.
+
+    ``overrides`` (`aicsql.spec.step.options`): the modes the caller set
+    instead of the checkpoint's (docs/spec/options.md 1); refused with
+    ValueError for the DEEPSEEKV32 and DEEPSEEKV4 families."""
+
+    def __init__(self, tree: DataTree, model: str, db: Database, shared_layer: bool,
+                 overrides: Optional[QuantOverrides] = None):  # fmt: skip
         self.tree = tree
         self.db = db
         self.model = load_model(tree, model)
+        self.overrides: QuantOverrides = quant_overrides(overrides)
+        if not self.overrides.is_empty() and self.model.family in _NO_OVERRIDE_FAMILIES:
+            given = ", ".join(f"{k}={v!r}" for k, v in self.overrides.given().items())
+            raise ValueError(
+                f"quant overrides are not priced for {model!r} ({self.model.family} family) yet; "
+                f"give none of {', '.join(QUANT_OPTIONS)} (given: {given})"
+            )
         self.kernels: Kernels = kernels_for(tree, db, shared_layer)
         _check_modes(self.model)
         self._quants: Dict[str, PhaseQuants] = {}
@@ -298,25 +326,68 @@ class StepContext:
             return [k.context_mla, k.context_mla_module]  # "context_mla": granular and module
         return [k.context_attention]
 
+    def _context_op_key(self) -> str:
+        """The spec's ``attention_op_keys`` context op of the family (options.md 1.2 step 4)."""
+        if self.model.family in (DEEPSEEK, KIMIK25) and self.db.backend != "vllm":
+            return "context_mla"
+        return "context_attention"
+
+    def _context_fmha_modes(self, kv: Optional[str]) -> set:
+        """The fmha modes of the context op's table(s) with rows under kv
+        cache mode `kv`; ``kv = None``: the flat list, every kv slice's
+        modes together (the spec's ``context_fmha_supported_modes``)."""
+        modes = set()
+        for table in self._context_tables():
+            if kv is not None:
+                modes.update(table.fmha_modes_for_kv(kv))
+            else:
+                modes.update(attn for attn, by_kv in table.root.items() if by_kv)
+        return modes
+
     def quants(self, phase: str) -> PhaseQuants:
+        """The phase's quant modes (docs/spec 3.2; options.md 1.2): the
+        explicit overrides, the checkpoint's modes for the others, then the
+        FMHA guards. Context phase (the spec's context roles): an explicit
+        fp8 FMHA the context table has slices for but none in fp8 is
+        `DeploymentRefused`; an inferred fp8 FMHA falls back to bfloat16
+        when the slices under the run's kv mode have bfloat16 but no fp8.
+        An inferred fp8 FMHA left alone becomes bfloat16 on vllm (its
+        legacy guard); an explicit FMHA is never changed."""
         with self._lock:
             q = self._quants.get(phase)
         if q is not None:
             return q
         ck = self.model.quant
-        fmha = None  # None = not set explicitly, the inferred mode still applies
-        if phase == "context" and ck.fmha == "fp8" and self.model.family != DEEPSEEKV4:
-            # Data-driven guard: the fmha modes with rows under the run's kv dtype.
-            modes = set()
-            for table in self._context_tables():
-                modes.update(table.fmha_modes_for_kv(ck.kv))
-            if modes and "fp8" not in modes and "bfloat16" in modes:
-                fmha = "bfloat16"
+        ov = self.overrides
+        kv = ov.kvcache if ov.kvcache is not None else ck.kv
+        fmha = ov.fmha  # None = not set explicitly, the inferred mode still applies
+        if phase == "context" and self.model.family != DEEPSEEKV4:
+            if ov.fmha == "fp8":
+                # The kv mode the check reads: explicit, else the checkpoint's own
+                # (None: it sets none, and every kv slice counts).
+                modes = self._context_fmha_modes(ov.kvcache if ov.kvcache is not None else self.model.checkpoint_kv)
+                if modes and "fp8" not in modes:
+                    raise DeploymentRefused(
+                        f"fmha_quant_mode=fp8 has no {self._context_op_key()!r} perf data for this "
+                        "system/backend/version. Use --fmha-quant-mode bfloat16, or omit --fmha-quant-mode to "
+                        "auto-select it."
+                    )
+            elif ov.fmha is None and ck.fmha == "fp8":
+                # Data-driven guard: the fmha modes with rows under the run's kv dtype.
+                modes = self._context_fmha_modes(kv)
+                if modes and "fp8" not in modes and "bfloat16" in modes:
+                    fmha = "bfloat16"
         if fmha is None:
             fmha = ck.fmha
             if self.db.backend == "vllm" and fmha == "fp8":  # vLLM legacy guard
                 fmha = "bfloat16"
-        q = PhaseQuants(gemm=ck.gemm, moe=ck.moe, kvcache=ck.kv, fmha=fmha, comm=ck.comm)
+        q = PhaseQuants(
+            gemm=ov.gemm if ov.gemm is not None else ck.gemm,
+            moe=ov.moe if ov.moe is not None else ck.moe,
+            kvcache=kv,
+            fmha=fmha,
+            comm=ov.comm if ov.comm is not None else ck.comm,
+        )
         if self.model.family == DEEPSEEKV32:  # families_dsa 2.1: every inferred FMHA ends bfloat16
             q = q._replace(fmha="bfloat16")
         if self.model.family == DEEPSEEKV4:  # families_dsv4 1.2: FMHA bf16, the per-GPU MoE label
@@ -345,6 +416,10 @@ class StepContext:
         par = resolve_parallel(self.model, self.db.backend, tp, moe_tp, moe_ep, dp, pp, cp)
         if self.db.backend == "trtllm":
             check_trtllm_alltoall(self.kernels.system, par.moe_tp, par.attention_dp)
+        if par.cp > 1 and self.overrides.comm not in (None, "half"):
+            # The spec prices the context-parallel all-gathers in the comm mode
+            # (options.md 1.3); this path's keep half: no silent answer.
+            raise ValueError("comm_quant other than 'half' is not priced with context parallelism (cp > 1) yet")
         q = self.quants(phase)
         check_moe_blocks(self.model, q.moe, par)
         key = (phase, par)
@@ -539,17 +614,20 @@ def _total_row(phase, kind, name, total, weighted, i=None, s=None, repeat=None) 
     }
 
 
-_CONTEXTS: Dict[Tuple[int, str, Database, bool], StepContext] = {}
+_CONTEXTS: Dict[Tuple[int, str, Database, bool, QuantOverrides], StepContext] = {}
 _CONTEXTS_LOCK = threading.Lock()
 
 
-def step_context(tree: DataTree, model: str, db: Database, shared_layer: bool) -> StepContext:
-    """The StepContext of (model, database, shared layer), built once per data tree."""
-    key = (id(tree), model, db, bool(shared_layer))
+def step_context(tree: DataTree, model: str, db: Database, shared_layer: bool, overrides=None) -> StepContext:
+    """The StepContext of (model, database, shared layer, quant overrides),
+    built once per data tree. ``overrides``: None, an ``options`` dict or
+    `QuantOverrides` (`aicsql.spec.step.options`)."""
+    overrides = quant_overrides(overrides)
+    key = (id(tree), model, db, bool(shared_layer), overrides)
     with _CONTEXTS_LOCK:
         ctx = _CONTEXTS.get(key)
     if ctx is None:
-        ctx = StepContext(tree, model, db, bool(shared_layer))
+        ctx = StepContext(tree, model, db, bool(shared_layer), overrides)
         with _CONTEXTS_LOCK:
             ctx = _CONTEXTS.setdefault(key, ctx)
     return ctx

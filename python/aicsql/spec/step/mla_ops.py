@@ -16,7 +16,7 @@ the only width a static step has.
 from __future__ import annotations
 
 from ..kernels.quant import FMHA_QUANTS, KV_QUANTS
-from ..sol import GEMM_QUANTS
+from ..sol import GEMM_QUANTS, gemm_mode
 from .ops import Call, Lookup, Op, OpValue, join_paths
 
 __all__ = ["ContextMLA", "GenerationMLA", "MLABmm", "MLAModule"]
@@ -33,7 +33,7 @@ class MLAModule(Op):
         self.heads = heads
         self.kv = KV_QUANTS[kv]
         self.fmha = FMHA_QUANTS[fmha]
-        self.gemm = GEMM_QUANTS[gemm]
+        self.gemm = gemm_mode(gemm)
         self.s_dependent = not is_context
 
     def evaluate(self, k, call: Call) -> OpValue:

@@ -38,7 +38,7 @@ import threading
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..data import DataTree
-from .checkpoint import MULTIMODAL_TEXT_CONFIG, CheckpointQuant, infer_quant, quant_config
+from .checkpoint import MULTIMODAL_TEXT_CONFIG, CheckpointQuant, infer_quant, inferred_kv, quant_config
 
 __all__ = [
     "ARCHITECTURES",
@@ -298,6 +298,9 @@ class ModelSpec(NamedTuple):
     nas_groups: Optional[Tuple[NasBlockGroup, ...]] = None
     dsv4: Optional[DeepSeekV4Config] = None  # DEEPSEEKV4
     dsa: Optional[DSAConfig] = None  # DEEPSEEKV32
+    # The KV-cache mode the checkpoint inference sets itself (None: none, and
+    # ``quant.kv`` is the bfloat16 fallback); docs/spec/options.md 1.2 step 4.
+    checkpoint_kv: Optional[str] = None
 
     @property
     def is_moe(self) -> bool:
@@ -651,6 +654,7 @@ def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) ->
         nas_groups=_nas_groups(arch, cfg) if family == NEMOTRONNAS else None,
         dsv4=_dsv4_config(cfg, int(L), path) if family == DEEPSEEKV4 else None,
         dsa=_dsa_config(arch, cfg, hf_quant, int(L), path) if family == DEEPSEEKV32 else None,
+        checkpoint_kv="fp8" if family == DEEPSEEKV4 else inferred_kv(config, hf_quant),
     )
 
 

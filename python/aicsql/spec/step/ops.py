@@ -39,7 +39,7 @@ from ..kernels import Kernels, NcclTable, PerfMiss, lookup_call
 from ..kernels.gdn import LOOKUP_METHOD as GDN_LOOKUP, GDNShape, GDNTable
 from ..kernels.mamba2 import LOOKUP_METHOD as MAMBA2_LOOKUP, Mamba2Shape, Mamba2Table
 from ..kernels.quant import COMM_QUANTS, FMHA_QUANTS, KV_QUANTS, MOE_QUANTS
-from ..sol import GEMM_QUANTS, QuantMode, gemm_sol
+from ..sol import QuantMode, gemm_mode, gemm_sol
 
 __all__ = [
     "ACT",
@@ -243,7 +243,7 @@ class GEMM(Op):
         super().__init__(name, count)
         self.n = n
         self.k = k
-        self.quant = GEMM_QUANTS[quant]
+        self.quant = gemm_mode(quant)
         self.low_precision_input = low_precision_input
         self.seq_split = seq_split  # context parallelism: m = ceil(x / cp)
 

@@ -1,0 +1,380 @@
+"""The spec's quantisation overrides on the Python path (docs/spec/options.md 1)
+against ``serving_options_goldens.parquet`` (92 points of aiconfigurator
+v0.11.0's ``cli_estimate`` with its user-facing options turned), pure Python.
+
+* Points whose arguments turn only quant options (``gemm_quant_mode``,
+  ``moe_quant_mode``, ``kvcache_quant_mode``, ``fmha_quant_mode``,
+  ``comm_quant_mode``; or none) are priced with ``options`` and compared as
+  test_spec_serving.py compares: agg every field of the spec's dict to the
+  float bit (but power), disagg every field at the spec's 3 decimals, and
+  the KV-cache warning.
+* Their error points fail alike: the spec's ``KeyError`` (an unknown mode
+  name) is our ValueError ``unknown ... quant mode``; a
+  ``PerfDataNotAvailableError`` a reason naming the same lookup; a
+  ``ValueError`` / ``RuntimeError`` (a refused deployment, OOM) a reason
+  that is the spec's message.
+* The points turning options this path does not price yet (MTP, the memory
+  knobs, images) are counted by the first such option, and the counts are
+  part of the test.
+
+Plus the malformed ``options`` argument, the families refused, the step
+API's ``options`` and the resolution rules of options.md 1.2 that no golden
+reaches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from aicsql.spec import open_tree
+from aicsql.spec.serving import (
+    estimate_agg,
+    estimate_agg_batch,
+    estimate_disagg,
+    estimate_disagg_batch,
+    estimate_memory,
+)
+from aicsql.spec.step import engine_step, step_latency, step_latency_batch
+
+from _support import have_data, require
+from test_spec_serving import (
+    AGG_KEYS,
+    AGG_SKIP,
+    DISAGG_KEYS,
+    DISAGG_SKIP,
+    _agg_call,
+    _compare,
+    _disagg_call,
+    _report,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDENS = Path(os.environ.get("AICSQL_GOLDENS") or REPO / "tests" / "goldens") / "serving_options_goldens.parquet"
+HAVE = GOLDENS.is_file() and have_data(open_tree)
+needs_data = require(HAVE, f"options goldens ({GOLDENS}) or the perf data are missing")
+
+# cli_estimate keyword -> the Python path's option key
+QUANT_ARGS = {
+    "gemm_quant_mode": "gemm_quant",
+    "moe_quant_mode": "moe_quant",
+    "kvcache_quant_mode": "kvcache_quant",
+    "fmha_quant_mode": "fmha_quant",
+    "comm_quant_mode": "comm_quant",
+}
+# Options this path does not price yet, in the order a point is counted under.
+NOT_YET = ("free_gpu_memory_fraction", "image_height", "image_width", "num_images", "enable_encoder_dp",
+           "max_seq_len", "nextn", "nextn_accepted")  # fmt: skip
+EXPECTED_NOT_YET = {"free_gpu_memory_fraction": 10, "image_height": 9, "max_seq_len": 6, "nextn": 24}
+
+
+def _points():
+    return pq.read_table(GOLDENS).to_pylist() if HAVE else []
+
+
+def _options(point):
+    """(the ``options`` dict, None) for a point this path prices, (None, the
+    first option not priced yet) otherwise."""
+    a = json.loads(point["args"])
+    for name in NOT_YET:
+        if name in a:
+            return None, name
+    return {QUANT_ARGS[k]: v for k, v in a.items() if k in QUANT_ARGS}, None
+
+
+def _call(point, options, **kw):
+    if point["mode"] == "agg":
+        return estimate_agg(**_agg_call(point), options=options, **kw)
+    assert point["mode"] == "disagg", point["mode"]
+    return estimate_disagg(**_disagg_call(point), options=options, **kw)
+
+
+def _split():
+    """(priced points with their options, {option: count} of the others)."""
+    priced, not_yet = [], {}
+    for point in _points():
+        options, option = _options(point)
+        if option is not None:
+            not_yet[option] = not_yet.get(option, 0) + 1
+        else:
+            priced.append((point, options))
+    return priced, not_yet
+
+
+@needs_data
+def test_options_goldens_are_split_as_expected():
+    priced, not_yet = _split()
+    assert len(_points()) == 92
+    assert not_yet == EXPECTED_NOT_YET, not_yet
+    assert len(priced) == 43
+    assert sum(p["error"] is None for p, _ in priced) == 30
+    assert sum(p["error"] is not None for p, _ in priced) == 13
+    # every quant option is turned by some priced point, on both modes
+    turned = {k for _, options in priced for k in options}
+    assert turned == set(QUANT_ARGS.values())
+    assert {p["mode"] for p, options in priced if options} == {"agg", "disagg"}
+
+
+@needs_data
+def test_options_goldens_bit_for_bit():
+    priced, _ = _split()
+    counts = {"agg": {}, "disagg": {}}
+    failures, warnings = [], 0
+    n = {"agg": 0, "disagg": 0}
+    for point, options in priced:
+        if point["error"] is not None:
+            continue
+        got = _call(point, options)
+        assert got["reason"] is None, (point["point_id"], options, got["reason"])
+        mode = point["mode"]
+        n[mode] += 1
+        if mode == "agg":
+            _compare(point, got, AGG_KEYS, AGG_SKIP, counts[mode], failures)
+            assert got["warning"] == point["kv_cache_warning"], point["point_id"]
+            warnings += got["warning"] is not None
+        else:
+            _compare(point, got, DISAGG_KEYS, DISAGG_SKIP, counts[mode], failures)
+    for mode in ("agg", "disagg"):
+        _report(f"options goldens, {mode} ({n[mode]} points)", counts[mode])
+    assert not failures, "\n".join(failures[:20])
+    assert n["agg"] + n["disagg"] == 30 and n["disagg"] >= 8
+    # every field of the dict on every point, the quant labels included
+    assert counts["agg"]["ttft_ms"] == [n["agg"], 0] and counts["agg"]["memory_gib"] == [n["agg"], 0]
+    for field in ("gemm", "kvcache", "fmha", "moe", "comm"):
+        assert counts["agg"][field] == [n["agg"], 0], field
+    assert counts["disagg"]["ttft_ms"] == [n["disagg"], 0] and counts["disagg"]["decode_memory_gib"] == [n["disagg"], 0]
+    for field in ("prefill_gemm", "prefill_kvcache", "prefill_fmha", "decode_fmha", "decode_kvcache", "comm"):
+        assert counts["disagg"][field][1] == 0 and counts["disagg"][field][0] > 0, field
+
+
+_QUANT_REPR = re.compile(r"<\w+QuantMode\.(\w+): QuantMapping\([^)]*\)>")
+
+
+def _lookup_values(spec_message: str):
+    """(what, [argument values]) of the spec's "Failed to query <what> data
+    for k=v, ..." tail, quant reprs reduced to their names."""
+    m = re.search(r"Failed to query (.+?) data for (.*)\. Consider using HYBRID mode\.", spec_message)
+    assert m, spec_message
+    args = _QUANT_REPR.sub(lambda q: q.group(1), m.group(2))
+    values = [kv.split("=", 1)[1].strip("'") for kv in re.split(r", (?=\w+=)", args)]
+    return m.group(1), values
+
+
+def _same_miss(spec_message: str, reason: str) -> bool:
+    """Our reason reports the spec's miss: its text word for word, or the same
+    lookup (the table and every argument value of the spec's query)."""
+    if spec_message in reason:
+        return True
+    what, values = _lookup_values(spec_message)
+    table = {"context attention": "context_attention_perf", "moe": "moe_perf", "gemm": "gemm_perf"}[what]
+    return f"perf data not available in {table}" in reason and all(
+        re.search(rf"(?<![\w.]){re.escape(v)}(?![\w.])", reason) for v in values
+    )
+
+
+@needs_data
+def test_options_error_goldens_fail_alike():
+    priced, _ = _split()
+    outcomes = []
+    for point, options in priced:
+        if point["error"] is None:
+            continue
+        kind, message = point["error"].split(": ", 1)
+        pid = point["point_id"]
+        if kind == "KeyError":  # an unknown mode name: malformed input, always raised
+            name = message.strip("'")
+            with pytest.raises(ValueError, match=rf"^unknown \w+ quant mode '{re.escape(name)}'; valid modes: "):
+                _call(point, options)
+            with pytest.raises(ValueError, match="unknown"):
+                _call(point, options, on_miss="error")  # raised before any pricing, whatever on_miss says
+            outcomes.append((pid, kind, "raised"))
+            continue
+        got = _call(point, options)
+        assert got["reason"] is not None, (pid, options, got)
+        assert all(v is None for k, v in got.items() if k != "reason"), pid
+        if kind == "PerfDataNotAvailableError":
+            assert _same_miss(message, got["reason"]), (pid, message, got["reason"])
+        else:  # a refused deployment (ValueError) or OOM (RuntimeError): the spec's words
+            assert kind in ("ValueError", "RuntimeError"), point["error"]
+            assert got["reason"] == message, (pid, message, got["reason"])
+        with pytest.raises(ValueError) as raised:
+            _call(point, options, on_miss="error")
+        assert str(raised.value) == got["reason"], pid
+        outcomes.append((pid, kind, "reason"))
+    print("\noptions error goldens:", *outcomes, sep="\n  ")
+    kinds = sorted(k for _, k, _ in outcomes)
+    assert kinds == ["KeyError"] * 3 + ["PerfDataNotAvailableError"] * 5 + ["RuntimeError"] + ["ValueError"] * 4, kinds
+
+
+def test_same_miss_reads_the_spec_lookup():
+    spec = ("Missing silicon data for the requested lookup; requested slice (<MoEQuantMode.nvfp4: QuantMapping("
+            "memory=0.5625, compute=4, name='nvfp4')>,) is not available. Failed to query moe data for "
+            "num_tokens=1055.0, hidden_size=2048, inter_size=768, topk=8, num_experts=128, moe_tp_size=1, "
+            "moe_ep_size=4, quant_mode=<MoEQuantMode.nvfp4: QuantMapping(memory=0.5625, compute=4, name='nvfp4')>, "
+            "workload_distribution='power_law_1.2'. Consider using HYBRID mode.")  # fmt: skip
+    assert _lookup_values(spec) == ("moe", ["1055.0", "2048", "768", "8", "128", "1", "4", "nvfp4", "power_law_1.2"])
+    ours = ('x: context_moe: perf data not available in moe_perf: query_moe(num_tokens=1055.0, hidden_size=2048, '
+            'inter_size=768, topk=8, num_experts=128, moe_tp_size=1, moe_ep_size=4, quant_mode="nvfp4", '
+            'workload_distribution="power_law_1.2")')  # fmt: skip
+    assert _same_miss(spec, ours)
+    assert not _same_miss(spec, ours.replace("1055.0", "1056.0"))
+    assert not _same_miss(spec, ours.replace("moe_perf", "gemm_perf"))
+
+
+# ---- the options argument -------------------------------------------------------------------
+
+DENSE, DENSE_DB = "meta-llama/Meta-Llama-3.1-8B", "gb200/sglang/0.5.14"
+FP8_MODEL, VLLM_H200 = "Qwen/Qwen3-32B-FP8", "h200_sxm/vllm/0.19.0"
+TRTLLM_H200 = "h200_sxm/trtllm/1.3.0rc10"
+
+
+@needs_data
+def test_malformed_options_raise():
+    call = dict(model=DENSE, db=DENSE_DB, parallel=8, batch=4, isl=1024, osl=128)
+    with pytest.raises(ValueError, match=r"unknown option 'gemm_quant_mode'; valid options: gemm_quant, moe_quant, "
+                                         r"kvcache_quant, fmha_quant, comm_quant"):  # fmt: skip
+        estimate_agg(**call, options={"gemm_quant_mode": "fp8"})
+    with pytest.raises(ValueError, match=r"unknown fmha quant mode 'bf16'; valid modes: bfloat16, fp8, fp8_block"):
+        estimate_agg(**call, options={"fmha_quant": "bf16"})
+    with pytest.raises(ValueError, match=r"unknown comm quant mode 'bfloat16'; valid modes: half, int8, fp8"):
+        estimate_memory(**call, options={"comm_quant": "bfloat16"})
+    with pytest.raises(ValueError, match=r"unknown kvcache quant mode 8"):
+        estimate_agg(**call, options={"kvcache_quant": 8})
+    with pytest.raises(ValueError, match="must be a dict"):
+        estimate_agg(**call, options=[("gemm_quant", "fp8")])
+    with pytest.raises(ValueError, match="unknown moe quant mode 'FP8'"):
+        estimate_disagg(DENSE, DENSE_DB, 2, 1, 1, 8, 16, 1, 1024, 128, options={"moe_quant": "FP8"})
+    with pytest.raises(ValueError, match="unknown gemm quant mode"):
+        step_latency(DENSE, DENSE_DB, "context", 8, 1, 1024, 128, options={"gemm_quant": "int8"})
+    # None and "" (the spec's falsy values) keep the checkpoint's modes; {} is no override
+    plain = estimate_agg(**call)
+    assert estimate_agg(**call, options={"gemm_quant": None, "kvcache_quant": ""}) == plain
+    assert estimate_agg(**call, options={}) == plain
+
+
+@needs_data
+def test_overrides_are_refused_for_the_dsa_and_dsv4_families():
+    for model, db, par in (("deepseek-ai/DeepSeek-V3.2", "h200_sxm/sglang/0.5.14", "tp8pp1dp1etp1ep8"),
+                           ("nvidia/DeepSeek-V4-Flash-NVFP4", "b200_sxm/sglang/0.5.14", "tp4pp1dp1etp1ep4")):  # fmt: skip
+        with pytest.raises(ValueError, match=r"quant overrides are not priced for .* yet"):
+            estimate_agg(model, db, par, 4, 1024, 128, options={"kvcache_quant": "fp8"})
+        with pytest.raises(ValueError, match=r"quant overrides are not priced for .* yet"):
+            estimate_agg(model, db, par, 4, 1024, 128, options={"comm_quant": "half"}, on_miss="null")
+        # no override: priced (or a miss) as before, not refused
+        got = estimate_agg(model, db, par, 4, 1024, 128, options={"gemm_quant": None})
+        assert got == estimate_agg(model, db, par, 4, 1024, 128) and "overrides" not in (got["reason"] or "")
+
+
+@needs_data
+def test_comm_is_a_label_and_refused_with_context_parallelism():
+    call = dict(model=DENSE, db=DENSE_DB, parallel=8, batch=4, isl=1024, osl=128)
+    plain = estimate_agg(**call)
+    fp8 = estimate_agg(**call, options={"comm_quant": "fp8"})
+    assert plain["comm"] == "half" and fp8["comm"] == "fp8"
+    assert {k: v for k, v in fp8.items() if k != "comm"} == {k: v for k, v in plain.items() if k != "comm"}
+    moe, db, label = "Qwen/Qwen3-30B-A3B", "gb200/sglang/0.5.14", "tp1pp1dp1etp1ep2cp2"
+    base = estimate_agg(moe, db, label, 4, 1024, 128)
+    assert base["reason"] is None and base["cp"] == 2
+    assert estimate_agg(moe, db, label, 4, 1024, 128, options={"comm_quant": "half"}) == base
+    with pytest.raises(ValueError, match=r"comm_quant other than 'half' is not priced with context parallelism"):
+        estimate_agg(moe, db, label, 4, 1024, 128, options={"comm_quant": "int8"})
+
+
+@needs_data
+def test_step_api_takes_options():
+    # the checkpoint's rule (fp8 => kv fp8, fmha fp8) is the inference's, not an override's
+    q = engine_step(DENSE, DENSE_DB, "context", 8, 2, 1024, 128, options={"gemm_quant": "fp8"})["quants"]
+    assert q == {"gemm": "fp8", "moe": "bfloat16", "kvcache": "bfloat16", "fmha": "bfloat16", "comm": "half"}
+    plain = step_latency(DENSE, DENSE_DB, "context", 8, 2, 1024, 128)
+    fp8 = step_latency(DENSE, DENSE_DB, "context", 8, 2, 1024, 128, options={"gemm_quant": "fp8"})
+    assert fp8 != plain and step_latency(DENSE, DENSE_DB, "context", 8, 2, 1024, 128) == plain
+    rows = engine_step(DENSE, DENSE_DB, "context", 8, 2, 1024, 128, options={"gemm_quant": "fp8"})["rows"]
+    assert {r["quant"] for r in rows if r["op_kind"] == "GEMM" and "logits" not in r["op_name"]} == {"fp8"}
+    # the spec's fmha refusal, for the context phase only (generation roles are not checked)
+    with pytest.raises(ValueError, match=r"^fmha_quant_mode=fp8 has no 'context_attention' perf data"):
+        step_latency(FP8_MODEL, VLLM_H200, "context", 8, 2, 1024, 128, options={"fmha_quant": "fp8"})
+    q = engine_step(FP8_MODEL, VLLM_H200, "generation", 8, 2, 1024, 128, options={"fmha_quant": "fp8"})["quants"]
+    assert q["fmha"] == "fp8" and q["kvcache"] == "fp8"
+
+
+@needs_data
+def test_fmha_resolution_rules():
+    """options.md 1.2 step 4 and 6 on points no golden has."""
+    # An fp8 checkpoint on vllm: the inferred fp8 FMHA is priced as bfloat16
+    # (the legacy guard); an explicit fmha is kept as given.
+    plain = engine_step(FP8_MODEL, VLLM_H200, "context", 8, 2, 1024, 128)["quants"]
+    assert (plain["fmha"], plain["kvcache"], plain["gemm"]) == ("bfloat16", "fp8", "fp8_block")
+    q = engine_step(FP8_MODEL, VLLM_H200, "context", 8, 2, 1024, 128, options={"fmha_quant": "bfloat16"})["quants"]
+    assert q == plain
+    # trtllm keeps the inferred fp8 FMHA (its table has the fp8 slice under kv fp8) ...
+    q = engine_step(FP8_MODEL, TRTLLM_H200, "context", 8, 2, 1024, 128)["quants"]
+    assert (q["fmha"], q["kvcache"]) == ("fp8", "fp8")
+    # ... a kv override replaces the checkpoint's kv and the joint check then
+    # finds no fp8 FMHA under kv bfloat16: bfloat16 (golden point 3)
+    q = engine_step(FP8_MODEL, TRTLLM_H200, "context", 8, 2, 1024, 128, options={"kvcache_quant": "bfloat16"})
+    assert q["quants"] == {"gemm": "fp8_block", "moe": "fp8_block", "kvcache": "bfloat16", "fmha": "bfloat16",
+                           "comm": "half"}  # fmt: skip
+    # decode (generation) keeps the checkpoint's fmha: no data check there
+    q = engine_step(FP8_MODEL, TRTLLM_H200, "generation", 8, 2, 1024, 128, options={"kvcache_quant": "bfloat16"})
+    assert (q["quants"]["fmha"], q["quants"]["kvcache"]) == ("fp8", "bfloat16")
+    # on a bf16 checkpoint without a kv mode the check reads every kv slice: an
+    # explicit fp8 FMHA passes when any slice has fp8, and may miss later (golden point 24)
+    got = estimate_agg(DENSE, DENSE_DB, 8, 4, 1024, 128, options={"fmha_quant": "fp8"})
+    assert got["reason"] is not None and "context_attention" in got["reason"]
+    assert "fmha_quant_mode=fp8 has no" not in got["reason"]
+    # ... and with kv fp8 given, the fp8 slice exists (golden point 70)
+    got = estimate_agg(DENSE, DENSE_DB, 8, 4, 1024, 128, options={"fmha_quant": "fp8", "kvcache_quant": "fp8"})
+    assert got["reason"] is None and (got["fmha"], got["kvcache"]) == ("fp8", "fp8")
+
+
+@needs_data
+def test_memory_follows_the_overrides():
+    call = dict(model=DENSE, db=DENSE_DB, parallel=8, batch=64, isl=1024, osl=128)
+    plain = estimate_memory(**call)
+    kv8 = estimate_memory(**call, options={"kvcache_quant": "fp8"})
+    w8 = estimate_memory(**call, options={"gemm_quant": "fp8"})
+    assert kv8["kvcache_gib"] == plain["kvcache_gib"] / 2 and kv8["weights_gib"] == plain["weights_gib"]
+    assert w8["weights_gib"] < plain["weights_gib"] and w8["kvcache_gib"] == plain["kvcache_gib"]
+    assert kv8["total_gib"] == estimate_agg(**call, options={"kvcache_quant": "fp8"})["memory_gib"]
+    # a refused deployment is a reason in the memory breakdown too
+    refused = estimate_memory("Qwen/Qwen3-30B-A3B", "gb200/vllm/0.19.0", 4, 8, 1024, 128, moe_tp=4, moe_ep=1,
+                              options={"moe_quant": "fp8_block"})  # fmt: skip
+    assert refused["reason"].startswith("Invalid quantized MoE configuration") and refused["fits"] is None
+
+
+@needs_data
+def test_fp8_ootb_is_a_mode_without_tables():
+    """The spec accepts GEMMQuantMode.fp8_ootb; no database has its slice, so
+    the first GEMM lookup misses with the spec's message."""
+    got = estimate_agg(DENSE, DENSE_DB, 8, 4, 1024, 128, options={"gemm_quant": "fp8_ootb"})
+    assert "GEMM perf data not available for requested quant mode" in got["reason"]
+    assert "quant_mode=<GEMMQuantMode.fp8_ootb: QuantMapping(memory=1, compute=2, name='fp8_ootb')>" in got["reason"]
+
+
+@needs_data
+def test_batch_forms_read_the_overrides_from_the_settings():
+    """The bridge's batch forms take the overrides as settings (``aic.gemm_quant``
+    ... ``aic.comm_quant``; '' = the checkpoint's), as the plain functions take ``options``."""
+    import pyarrow as pa
+
+    options = {"gemm_quant": "fp8", "kvcache_quant": "fp8", "comm_quant": "int8"}
+    settings = {"aic.gemm_quant": "fp8", "kvcache_quant": "fp8", "comm_quant": "int8", "moe_quant": "",
+                "fmha_quant": ""}  # fmt: skip
+    args = [pa.array([DENSE]), pa.array([DENSE_DB]), pa.array([8]), pa.array([4]), pa.array([1024]), pa.array([128])]
+    plain = estimate_agg(DENSE, DENSE_DB, 8, 4, 1024, 128)
+    got = estimate_agg_batch(settings, *args).to_pylist()[0]
+    assert got == estimate_agg(DENSE, DENSE_DB, 8, 4, 1024, 128, options=options) != plain
+    assert got["comm"] == "int8" and got["kvcache"] == "fp8"
+    assert estimate_agg_batch({"gemm_quant": ""}, *args).to_pylist()[0] == plain
+    dargs = [pa.array([v]) for v in (DENSE, DENSE_DB, 2, 1, 1, 8, 16, 1, 1024, 128)]
+    assert estimate_disagg_batch(settings, *dargs).to_pylist()[0] == estimate_disagg(
+        DENSE, DENSE_DB, 2, 1, 1, 8, 16, 1, 1024, 128, options=options)
+    step = step_latency_batch(settings, *[pa.array([v]) for v in (DENSE, DENSE_DB, "context", 8, 2, 1024, 128)])
+    assert step.to_pylist() == [step_latency(DENSE, DENSE_DB, "context", 8, 2, 1024, 128, options=options)]
+    with pytest.raises(ValueError, match="unknown gemm quant mode 'FP8'"):
+        estimate_agg_batch({"gemm_quant": "FP8"}, *args)
