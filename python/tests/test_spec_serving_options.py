@@ -1,21 +1,21 @@
-"""The spec's quantisation overrides on the Python path (docs/spec/options.md 1)
-against ``serving_options_goldens.parquet`` (92 points of aiconfigurator
+"""The spec's quantisation overrides and memory knobs on the Python path
+(docs/spec/options.md 1 and 3) against ``serving_options_goldens.parquet`` (92 points of aiconfigurator
 v0.11.0's ``cli_estimate`` with its user-facing options turned), pure Python.
 
 * Points whose arguments turn only quant options (``gemm_quant_mode``,
   ``moe_quant_mode``, ``kvcache_quant_mode``, ``fmha_quant_mode``,
-  ``comm_quant_mode``; or none) are priced with ``options`` and compared as
+  ``comm_quant_mode``), the memory knobs (``free_gpu_memory_fraction``,
+  ``max_seq_len``) or none are priced with ``options`` and compared as
   test_spec_serving.py compares: agg every field of the spec's dict to the
   float bit (but power), disagg every field at the spec's 3 decimals, and
-  the KV-cache warning.
+  the KV-cache warning (its text names the fraction given).
 * Their error points fail alike: the spec's ``KeyError`` (an unknown mode
   name) is our ValueError ``unknown ... quant mode``; a
   ``PerfDataNotAvailableError`` a reason naming the same lookup; a
   ``ValueError`` / ``RuntimeError`` (a refused deployment, OOM) a reason
   that is the spec's message.
-* The points turning options this path does not price yet (MTP, the memory
-  knobs, images) are counted by the first such option, and the counts are
-  part of the test.
+* The points turning options this path does not price yet (MTP, images)
+  are counted by the first such option, and the counts are part of the test.
 
 Plus the malformed ``options`` argument, the families refused, the step
 API's ``options`` and the resolution rules of options.md 1.2 that no golden
@@ -67,10 +67,13 @@ QUANT_ARGS = {
     "fmha_quant_mode": "fmha_quant",
     "comm_quant_mode": "comm_quant",
 }
+# the memory knobs: the same names
+MEMORY_ARGS = {"free_gpu_memory_fraction": "free_gpu_memory_fraction", "max_seq_len": "max_seq_len"}
+OPTION_ARGS = {**QUANT_ARGS, **MEMORY_ARGS}
 # Options this path does not price yet, in the order a point is counted under.
-NOT_YET = ("free_gpu_memory_fraction", "image_height", "image_width", "num_images", "enable_encoder_dp",
-           "max_seq_len", "nextn", "nextn_accepted")  # fmt: skip
-EXPECTED_NOT_YET = {"free_gpu_memory_fraction": 10, "image_height": 9, "max_seq_len": 6, "nextn": 24}
+NOT_YET = ("image_height", "image_width", "num_images", "enable_encoder_dp", "nextn", "nextn_accepted")
+# point 73 turns nextn and free_gpu_memory_fraction: counted under nextn
+EXPECTED_NOT_YET = {"image_height": 9, "nextn": 25}
 
 
 def _points():
@@ -84,7 +87,7 @@ def _options(point):
     for name in NOT_YET:
         if name in a:
             return None, name
-    return {QUANT_ARGS[k]: v for k, v in a.items() if k in QUANT_ARGS}, None
+    return {OPTION_ARGS[k]: v for k, v in a.items() if k in OPTION_ARGS}, None
 
 
 def _call(point, options, **kw):
@@ -111,13 +114,16 @@ def test_options_goldens_are_split_as_expected():
     priced, not_yet = _split()
     assert len(_points()) == 92
     assert not_yet == EXPECTED_NOT_YET, not_yet
-    assert len(priced) == 43
-    assert sum(p["error"] is None for p, _ in priced) == 30
-    assert sum(p["error"] is not None for p, _ in priced) == 13
-    # every quant option is turned by some priced point, on both modes
+    assert len(priced) == 58
+    assert sum(p["error"] is None for p, _ in priced) == 43
+    assert sum(p["error"] is not None for p, _ in priced) == 15
+    # every option is turned by some priced point, the quant ones on both modes
     turned = {k for _, options in priced for k in options}
-    assert turned == set(QUANT_ARGS.values())
+    assert turned == set(OPTION_ARGS.values())
     assert {p["mode"] for p, options in priced if options} == {"agg", "disagg"}
+    memory = [(p, o) for p, o in priced if set(o) & set(MEMORY_ARGS.values())]
+    assert len(memory) == 15 and sum(p["error"] is not None for p, _ in memory) == 2
+    assert {p["mode"] for p, _ in memory} == {"agg", "disagg"}
 
 
 @needs_data
@@ -142,7 +148,9 @@ def test_options_goldens_bit_for_bit():
     for mode in ("agg", "disagg"):
         _report(f"options goldens, {mode} ({n[mode]} points)", counts[mode])
     assert not failures, "\n".join(failures[:20])
-    assert n["agg"] + n["disagg"] == 30 and n["disagg"] >= 8
+    assert n["agg"] + n["disagg"] == 43 and n["disagg"] >= 8
+    print(f"options goldens: {n['agg']} agg + {n['disagg']} disagg points equal, {warnings} KV warnings matched")
+    assert warnings >= 1  # point 90: free_gpu_memory_fraction=0.02
     # every field of the dict on every point, the quant labels included
     assert counts["agg"]["ttft_ms"] == [n["agg"], 0] and counts["agg"]["memory_gib"] == [n["agg"], 0]
     for field in ("gemm", "kvcache", "fmha", "moe", "comm"):
@@ -208,7 +216,9 @@ def test_options_error_goldens_fail_alike():
         outcomes.append((pid, kind, "reason"))
     print("\noptions error goldens:", *outcomes, sep="\n  ")
     kinds = sorted(k for _, k, _ in outcomes)
-    assert kinds == ["KeyError"] * 3 + ["PerfDataNotAvailableError"] * 5 + ["RuntimeError"] + ["ValueError"] * 4, kinds
+    # RuntimeError: one quant point's OOM and two points' OOM from max_seq_len (59, 91)
+    expected = ["KeyError"] * 3 + ["PerfDataNotAvailableError"] * 5 + ["RuntimeError"] * 3 + ["ValueError"] * 4
+    assert kinds == expected, kinds
 
 
 def test_same_miss_reads_the_spec_lookup():
@@ -378,3 +388,103 @@ def test_batch_forms_read_the_overrides_from_the_settings():
     assert step.to_pylist() == [step_latency(DENSE, DENSE_DB, "context", 8, 2, 1024, 128, options=options)]
     with pytest.raises(ValueError, match="unknown gemm quant mode 'FP8'"):
         estimate_agg_batch({"gemm_quant": "FP8"}, *args)
+
+
+# ---- the memory knobs (options.md 3) ----------------------------------------------------------
+
+FP8_TRTLLM_CALL = dict(model=FP8_MODEL, db=TRTLLM_H200, parallel=8, batch=128, isl=8192, osl=512, ctx_tokens=2048)
+
+
+@needs_data
+def test_memory_options_are_checked():
+    call = dict(model=DENSE, db=DENSE_DB, parallel=8, batch=4, isl=1024, osl=128)
+    for bad in (0, 0.0, -0.5, 1.5, 1.0000001, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=rf"^option free_gpu_memory_fraction = {re.escape(repr(bad))} must be "
+                                             r"in \(0, 1\]$"):  # fmt: skip
+            estimate_agg(**call, options={"free_gpu_memory_fraction": bad})
+    for bad in (True, "0.5", [0.5]):
+        with pytest.raises(ValueError, match=r"^option free_gpu_memory_fraction = .* is not a number$"):
+            estimate_agg(**call, options={"free_gpu_memory_fraction": bad})
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match=rf"^option max_seq_len = {bad} must be a positive integer$"):
+            estimate_memory(**call, options={"max_seq_len": bad})
+    for bad in (True, 2048.0, "2048"):
+        with pytest.raises(ValueError, match=r"^option max_seq_len = .* is not an integer$"):
+            estimate_agg(**call, options={"max_seq_len": bad})
+    # refused wherever given, whatever on_miss says: the disaggregated estimate and the step API too
+    with pytest.raises(ValueError, match="free_gpu_memory_fraction"):
+        estimate_disagg(DENSE, DENSE_DB, 2, 1, 1, 8, 16, 1, 1024, 128, options={"free_gpu_memory_fraction": 2})
+    with pytest.raises(ValueError, match="max_seq_len"):
+        step_latency(DENSE, DENSE_DB, "context", 8, 1, 1024, 128, options={"max_seq_len": 0})
+    with pytest.raises(ValueError, match=r"valid options: .*, comm_quant, free_gpu_memory_fraction, max_seq_len$"):
+        estimate_agg(**call, options={"max_num_tokens": 8192})
+    # the bounds themselves are accepted; None and "" are unset
+    plain = estimate_agg(**call)
+    for ok in (1, 1.0, 5e-324):
+        assert estimate_agg(**call, options={"free_gpu_memory_fraction": ok})["reason"] is None
+    assert estimate_agg(**call, options={"free_gpu_memory_fraction": None, "max_seq_len": ""}) == plain
+
+
+@needs_data
+def test_memory_options_are_ignored_on_vllm_sglang_and_disagg():
+    vllm = dict(model=FP8_MODEL, db=VLLM_H200, parallel=8, batch=64, isl=1024, osl=256)
+    plain = estimate_agg(**vllm)
+    assert plain["reason"] is None
+    assert estimate_agg(**vllm, options={"free_gpu_memory_fraction": 0.05}) == plain
+    assert estimate_agg(**vllm, options={"free_gpu_memory_fraction": 0.05, "max_seq_len": 131072}) == plain
+    assert estimate_memory(**vllm, options={"max_seq_len": 131072}) == estimate_memory(**vllm)
+    sglang = dict(model=DENSE, db=DENSE_DB, parallel=8, batch=4, isl=1024, osl=128)
+    assert estimate_agg(**sglang, options={"max_seq_len": 16384, "free_gpu_memory_fraction": 0.1}) == estimate_agg(
+        **sglang)
+    d = (FP8_MODEL, TRTLLM_H200, 2, 1, 2, 8, 16, 1, 1024, 128)
+    assert estimate_disagg(*d, options={"free_gpu_memory_fraction": 0.01, "max_seq_len": 1 << 20}) == estimate_disagg(
+        *d)
+
+
+@needs_data
+def test_trtllm_memory_options():
+    call = FP8_TRTLLM_CALL
+    plain = estimate_memory(**call)
+    # max_seq_len sizes the KV cache (default isl + osl); the rest of the memory is unchanged
+    assert estimate_memory(**call, options={"max_seq_len": 8192 + 512}) == plain
+    big = estimate_memory(**call, options={"max_seq_len": 2 * (8192 + 512)})
+    assert big["kvcache_gib"] == 2 * plain["kvcache_gib"] and big["weights_gib"] == plain["weights_gib"]
+    assert big["activations_gib"] == plain["activations_gib"] and big["fits"]
+    oom = estimate_memory(**call, options={"max_seq_len": 100000})
+    assert oom["fits"] is False and oom["reason"] is None
+    assert estimate_agg(**call, options={"max_seq_len": 100000})["reason"].startswith("OOM: the model")
+    # the KV-budget check: the warning names the fraction given, else the backend default (0.9)
+    base = estimate_agg(**call)
+    assert base["warning"] is None
+    tight = estimate_agg(**call, options={"free_gpu_memory_fraction": 0.02})
+    assert tight["warning"] == (
+        "Requested batch_size (128) exceeds estimated KV cache capacity (free_gpu_memory_fraction=0.02). "
+        "The serving runtime will queue excess requests, causing significantly higher TTFT and inaccurate TPOT.")
+    assert {k: v for k, v in tight.items() if k != "warning"} == {k: v for k, v in base.items() if k != "warning"}
+    default = estimate_agg(**call, options={"max_seq_len": 62000})
+    assert "(free_gpu_memory_fraction=backend default)" in default["warning"]
+    assert estimate_agg(**call, options={"max_seq_len": 62000, "free_gpu_memory_fraction": 1})["warning"] is None
+    assert "(free_gpu_memory_fraction=0.9)" in estimate_agg(
+        **call, options={"max_seq_len": 62000, "free_gpu_memory_fraction": 0.9})["warning"]
+
+
+@needs_data
+def test_batch_forms_read_the_memory_options_from_the_settings():
+    import pyarrow as pa
+
+    from aicsql.spec.serving import estimate_memory_batch
+
+    c = FP8_TRTLLM_CALL
+    args = [pa.array([v]) for v in (c["model"], c["db"], c["parallel"], c["batch"], c["isl"], c["osl"], 0,
+                                    c["ctx_tokens"])]  # fmt: skip
+    settings = {"aic.free_gpu_memory_fraction": "0.02", "aic.max_seq_len": "9000"}
+    options = {"free_gpu_memory_fraction": 0.02, "max_seq_len": 9000}
+    got = estimate_agg_batch(settings, *args).to_pylist()[0]
+    assert got == estimate_agg(**c, options=options) and "fraction=0.02)" in got["warning"]
+    assert estimate_memory_batch(settings, *args).to_pylist()[0] == estimate_memory(**c, options=options)
+    unset = {"free_gpu_memory_fraction": "", "max_seq_len": " "}
+    assert estimate_agg_batch(unset, *args).to_pylist()[0] == estimate_agg(**c)
+    with pytest.raises(ValueError, match=r"free_gpu_memory_fraction = 1.5 must be in \(0, 1\]"):
+        estimate_agg_batch({"free_gpu_memory_fraction": "1.5"}, *args)
+    with pytest.raises(ValueError, match=r"setting max_seq_len = '4k' is not an integer"):
+        estimate_agg_batch({"aic.max_seq_len": "4k"}, *args)

@@ -54,6 +54,7 @@ fn bench(c: &mut Criterion) {
                     osl,
                     prefix,
                     ctx_tokens: None,
+                    kv_sizing: Default::default(),
                 };
                 priced += usize::from(s.estimate_agg(&q).is_ok());
             }

@@ -10,7 +10,10 @@
 //! steps one request's prefill spans), and generation attention of the
 //! decoding requests at the mean context `isl + osl // 2`.
 
-use aicsql_tables::{Phase, Quants};
+use aicsql_tables::pymath::py_repr;
+use aicsql_tables::{Num, Phase, Quants};
+
+use crate::backend::Backend;
 
 use crate::error::ServingError;
 use crate::memory::{Memory, MemoryAt};
@@ -29,6 +32,21 @@ pub struct AggQuery {
     pub prefix: u32,
     /// Prefill tokens admitted per step; `None`: `isl`.
     pub ctx_tokens: Option<u32>,
+    /// TRT-LLM's KV-cache sizing (the spec's `--max-seq-len`,
+    /// `--free-gpu-memory-fraction`); the other runtimes ignore it.
+    pub kv_sizing: KvSizing,
+}
+
+/// TRT-LLM's KV-cache knobs of an aggregated deployment
+/// (docs/spec/options.md 3.2): the sequence length the KV cache is sized
+/// for (`None`: isl + osl) and the share of free GPU memory it may take
+/// (`None`: the runtime's 0.9, and the warning says "backend default").
+/// vLLM and SGLang, and every disaggregated worker, ignore both, as the
+/// spec does.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct KvSizing {
+    pub max_seq_len: Option<u32>,
+    pub free_gpu_memory_fraction: Option<f64>,
 }
 
 /// The spec's result dict of `cli_estimate(mode="agg")`, every value with
@@ -171,15 +189,26 @@ impl Server<'_> {
                 osl: oslf,
                 num_tokens: self.backend.agg_activation_tokens(num_tokens),
                 prefix: f64::from(prefix),
-                max_seq_len: Some(islf + oslf),
+                max_seq_len: Some(match (self.backend, q.kv_sizing.max_seq_len) {
+                    (Backend::Trtllm, Some(max_seq_len)) => f64::from(max_seq_len),
+                    _ => islf + oslf,
+                }),
             },
         )?;
         let capacity = self.mem_capacity()?;
         let fits = memory.fits(capacity);
-        let warning = match self.backend.kv_budget() {
-            Some(budget) if fits && memory.exceeds_kv_budget(capacity, budget) => Some(format!(
-                "Requested batch_size ({b}) exceeds estimated KV cache capacity (free_gpu_memory_fraction=backend default). The serving runtime will queue excess requests, causing significantly higher TTFT and inaccurate TPOT."
-            )),
+        let given_fraction = q.kv_sizing.free_gpu_memory_fraction;
+        let budget = self
+            .backend
+            .kv_budget()
+            .map(|(fraction, reserved, tolerance)| (given_fraction.unwrap_or(fraction), reserved, tolerance));
+        let warning = match budget {
+            Some(budget) if fits && memory.exceeds_kv_budget(capacity, budget) => {
+                let fraction = given_fraction.map_or_else(|| "backend default".to_string(), |f| py_repr(Num::Float(f)));
+                Some(format!(
+                    "Requested batch_size ({b}) exceeds estimated KV cache capacity (free_gpu_memory_fraction={fraction}). The serving runtime will queue excess requests, causing significantly higher TTFT and inaccurate TPOT."
+                ))
+            }
             _ => None,
         };
 

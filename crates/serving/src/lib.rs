@@ -13,7 +13,7 @@ mod parallel;
 mod search;
 mod server;
 
-pub use agg::{AggEstimate, AggQuery};
+pub use agg::{AggEstimate, AggQuery, KvSizing};
 pub use backend::Backend;
 pub use disagg::{DisaggEstimate, DisaggQuery, WorkerEstimate};
 pub use error::ServingError;

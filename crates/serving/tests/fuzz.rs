@@ -79,7 +79,7 @@ fn random_deployments_never_panic_and_stay_consistent() {
             );
             let prefix = if rng.below(3) == 0 { size(&mut rng, &[0, 64, 512, 1024]) } else { 0 };
             let ctx_tokens = if rng.below(3) == 0 { Some(size(&mut rng, &[256, 1024, 8192])) } else { None };
-            let q = AggQuery { parallel: p, batch, isl, osl, prefix, ctx_tokens };
+            let q = AggQuery { parallel: p, batch, isl, osl, prefix, ctx_tokens, kv_sizing: Default::default() };
             let what = format!("{model} on {backend}: {q:?}");
             match server.estimate_agg(&q) {
                 Ok(e) => {

@@ -57,6 +57,7 @@ fn every_single_worker_search_candidate() {
                 osl: int(&row, "osl"),
                 prefix: int(&row, "prefix"),
                 ctx_tokens: Some(int(&row, "ctx_tokens")),
+                kv_sizing: Default::default(),
             };
             let id = format!("{name} agg {} bs {} ctx {}", text(&row, "parallel"), q.batch, int(&row, "ctx_tokens"));
             let e = match server.estimate_agg(&q) {

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
 
-use aicsql_serving::{AggEstimate, AggQuery, DisaggEstimate, DisaggQuery, Parallel, Server, WorkerEstimate};
+use aicsql_serving::{AggEstimate, AggQuery, DisaggEstimate, DisaggQuery, KvSizing, Parallel, Server, WorkerEstimate};
 use aicsql_tables::DataTree;
 use aicsql_tables::step::QuantOverrides;
 use arrow::array::{Array, AsArray};
@@ -310,20 +310,18 @@ fn every_family_context_parallel_golden_point() {
 
 /// The spec's user-facing options (serving_options_goldens.parquet,
 /// docs/spec/options.md): every point whose options aicsql prices (the
-/// quant overrides) equal to the spec's, every error point an error of the
+/// quant overrides, TRT-LLM's max_seq_len and free-memory fraction) equal to
+/// the spec's, its KV-cache warning included, every error point an error of the
 /// same kind (an unknown mode name, a refused deployment, a missing table,
 /// OOM); the points turning options aicsql does not price yet are counted,
 /// by option, and the counts are part of the test.
 #[test]
 fn every_options_golden_point_aicsql_prices() {
     let report = run_goldens_with("serving_options_goldens.parquet", 92, None, true);
-    assert_eq!(report.priced, 43, "points whose options are all quant overrides (30 priced, 13 errors)");
+    assert_eq!(report.priced, 58, "points turning quant overrides and the KV-cache knobs (43 priced, 15 errors)");
     let not_yet: Vec<(String, usize)> = report.not_priced.into_iter().collect();
     let expected: Vec<(String, usize)> =
-        [("free_gpu_memory_fraction", 10), ("image_height", 9), ("max_seq_len", 6), ("nextn", 24)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
+        [("image_height", 9), ("nextn", 25)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     assert_eq!(not_yet, expected, "points turning options not priced yet, by the first such option");
 }
 
@@ -333,23 +331,15 @@ fn every_options_golden_point_aicsql_prices() {
 /// `Ok(Some(Err))` (the spec's KeyError).
 #[allow(clippy::type_complexity)]
 fn quant_overrides(args: &serde_json::Map<String, Value>) -> Result<Option<Result<QuantOverrides, String>>, String> {
-    const NOT_YET: [&str; 9] = [
-        "free_gpu_memory_fraction",
-        "image_height",
-        "image_width",
-        "num_images",
-        "enable_encoder_dp",
-        "max_seq_len",
-        "nextn",
-        "nextn_accepted",
-        "stride",
-    ];
+    const NOT_YET: [&str; 7] =
+        ["image_height", "image_width", "num_images", "enable_encoder_dp", "nextn", "nextn_accepted", "stride"];
     if let Some(option) = NOT_YET.iter().find(|o| args.contains_key(**o)) {
         return Err(option.to_string());
     }
     let text = |name: &str| args.get(name).and_then(Value::as_str);
     let names = ["gemm_quant_mode", "moe_quant_mode", "kvcache_quant_mode", "fmha_quant_mode", "comm_quant_mode"];
     if !names.iter().any(|n| text(n).is_some()) {
+        // The KV-cache knobs (if any) are read into the query.
         return Ok(None);
     }
     let parsed = (|| -> Result<QuantOverrides, String> {
@@ -441,6 +431,10 @@ fn run_goldens_with(file: &str, at_least: usize, gap: Option<&str>, strict_error
                     osl: need(a, "osl"),
                     prefix: arg(a, "prefix").unwrap_or(0),
                     ctx_tokens: arg(a, "ctx_tokens"),
+                    kv_sizing: KvSizing {
+                        max_seq_len: arg(a, "max_seq_len"),
+                        free_gpu_memory_fraction: a.get("free_gpu_memory_fraction").and_then(Value::as_f64),
+                    },
                 };
                 server.estimate_agg(&q).map_err(|e| e.to_string()).map(|e| {
                     let fields = agg_fields(&e, server).into_iter().map(|(k, v)| (k.to_string(), v)).collect();

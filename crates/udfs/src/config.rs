@@ -12,6 +12,7 @@ use std::str::FromStr;
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigOptions, ExtensionOptions};
 use datafusion::common::{Result, config_err};
 
+use aicsql_serving::KvSizing;
 use aicsql_tables::step::QuantOverrides;
 
 /// What a data miss (the spec raises) turns into.
@@ -54,6 +55,9 @@ pub struct AicOptions {
     /// Quant modes in place of the checkpoint's (`aic.gemm_quant` ...
     /// `aic.comm_quant`; empty: the checkpoint's), under a row's options.
     pub quant: QuantOverrides,
+    /// TRT-LLM's KV-cache knobs (`aic.max_seq_len`,
+    /// `aic.free_gpu_memory_fraction`; empty: the spec's defaults).
+    pub kv_sizing: KvSizing,
 }
 
 impl Default for AicOptions {
@@ -66,6 +70,7 @@ impl Default for AicOptions {
             top_n: 5,
             strict_sla: false,
             quant: QuantOverrides::default(),
+            kv_sizing: KvSizing::default(),
         }
     }
 }
@@ -73,7 +78,7 @@ impl Default for AicOptions {
 /// The largest `aic.top_n` (a search keeps one best config per layout).
 const MAX_TOP_N: usize = 1000;
 
-const DESCRIPTIONS: [(&str, &str); 11] = [
+const DESCRIPTIONS: [(&str, &str); 13] = [
     (
         "backend",
         "Backend used when a database argument names only a system, e.g. 'vllm'. Empty: the argument must name it.",
@@ -106,6 +111,14 @@ const DESCRIPTIONS: [(&str, &str); 11] = [
         "Context-attention (FMHA) quant mode in place of the checkpoint's (--fmha-quant-mode); empty: the checkpoint's.",
     ),
     ("comm_quant", "Communication quant mode label (--comm-quant-mode: half, int8, fp8); empty: half."),
+    (
+        "max_seq_len",
+        "TRT-LLM aggregated deployments: the sequence length the KV cache is sized for (--max-seq-len); empty: isl + osl.",
+    ),
+    (
+        "free_gpu_memory_fraction",
+        "TRT-LLM aggregated deployments: the share of free GPU memory the KV cache may take, in (0, 1] (--free-gpu-memory-fraction); empty: 0.9.",
+    ),
 ];
 
 impl AicOptions {
@@ -194,6 +207,26 @@ impl ExtensionOptions for AicOptions {
             "kvcache_quant" => self.quant.kv = quant_setting(key, value)?,
             "fmha_quant" => self.quant.fmha = quant_setting(key, value)?,
             "comm_quant" => self.quant.comm = quant_setting(key, value)?,
+            "max_seq_len" => {
+                self.kv_sizing.max_seq_len = match value {
+                    "" => None,
+                    v => match v.parse::<i64>().ok().and_then(|n| u32::try_from(n).ok()).filter(|n| *n >= 1) {
+                        Some(n) => Some(n),
+                        None => {
+                            return config_err!("aic.max_seq_len must be an integer from 1 to {}, not '{v}'", u32::MAX);
+                        }
+                    },
+                }
+            }
+            "free_gpu_memory_fraction" => {
+                self.kv_sizing.free_gpu_memory_fraction = match value {
+                    "" => None,
+                    v => match v.parse::<f64>() {
+                        Ok(f) if f > 0.0 && f <= 1.0 => Some(f),
+                        _ => return config_err!("aic.free_gpu_memory_fraction must be a number in (0, 1], not '{v}'"),
+                    },
+                }
+            }
             other => {
                 let known: Vec<String> = DESCRIPTIONS.iter().map(|(k, _)| format!("aic.{k}")).collect();
                 return config_err!("unknown setting aic.{other}; aicsql has {}", known.join(", "));
@@ -218,6 +251,10 @@ impl ExtensionOptions for AicOptions {
                     "kvcache_quant" => self.quant.kv.map(|q| q.name().to_string()).unwrap_or_default(),
                     "fmha_quant" => self.quant.fmha.map(|q| q.name().to_string()).unwrap_or_default(),
                     "comm_quant" => self.quant.comm.map(|q| q.name().to_string()).unwrap_or_default(),
+                    "max_seq_len" => self.kv_sizing.max_seq_len.map(|n| n.to_string()).unwrap_or_default(),
+                    "free_gpu_memory_fraction" => {
+                        self.kv_sizing.free_gpu_memory_fraction.map(|f| f.to_string()).unwrap_or_default()
+                    }
                     _ => self.shared_layer.to_string(),
                 }),
                 description,
@@ -253,7 +290,9 @@ mod tests {
                 "aic.moe_quant",
                 "aic.kvcache_quant",
                 "aic.fmha_quant",
-                "aic.comm_quant"
+                "aic.comm_quant",
+                "aic.max_seq_len",
+                "aic.free_gpu_memory_fraction"
             ]
         );
         o.set("kvcache_quant", "fp8").expect("valid");

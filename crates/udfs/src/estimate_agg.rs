@@ -50,7 +50,7 @@ pub(crate) fn agg_query<'a>(calls: &Calls<'a>, row: usize) -> Result<Option<(&'a
     };
     let prefix = calls.int(6, row)?.unwrap_or(0);
     let ctx_tokens = calls.int(7, row)?;
-    Ok(Some((model, db, AggQuery { parallel, batch, isl, osl, prefix, ctx_tokens })))
+    Ok(Some((model, db, AggQuery { parallel, batch, isl, osl, prefix, ctx_tokens, kv_sizing: Default::default() })))
 }
 
 const FIELDS: &Schema = &[
@@ -199,18 +199,20 @@ impl ScalarUDFImpl for EstimateAgg {
         if options::per_row(given) {
             (calls.scalar, calls.rows) = (false, args.number_rows);
         }
-        let row_options = Options::new(NAME, given, options.quant)?;
+        let row_options = Options::new(NAME, given, &options)?;
         let mut servers = self.pool.take(&self.tree.0, &options);
         let mut out = StructOut::new(NAME, FIELDS, calls.rows);
         let mut buf = String::new();
         // The set goes back to the pool even when a row fails.
         let priced = (|| -> Result<()> {
             for row in 0..calls.rows {
-                let Some((model, db, q)) = agg_query(&calls, row)? else {
+                let Some((model, db, mut q)) = agg_query(&calls, row)? else {
                     out.push_null();
                     continue;
                 };
-                let (server, db_name) = servers.get_with(model, db, row_options.quant(row)?)?;
+                let row_options = row_options.get(row)?;
+                q.kv_sizing = row_options.kv_sizing;
+                let (server, db_name) = servers.get_with(model, db, row_options.quant)?;
                 match server.estimate_agg(&q) {
                     Ok(e) => push(&mut out, &e, server, &mut buf)?,
                     Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => {

@@ -237,7 +237,7 @@ impl ScalarUDFImpl for EstimateDisagg {
         if options::per_row(given) {
             (calls.scalar, calls.rows) = (false, args.number_rows);
         }
-        let row_options = Options::new(NAME, given, options.quant)?;
+        let row_options = Options::new(NAME, given, &options)?;
         let mut servers = self.pool.take(&self.tree.0, &options);
         let mut out = StructOut::new(NAME, FIELDS, calls.rows);
         let mut bufs = [String::new(), String::new()];

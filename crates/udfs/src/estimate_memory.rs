@@ -72,17 +72,19 @@ impl ScalarUDFImpl for EstimateMemory {
         if options::per_row(given) {
             (calls.scalar, calls.rows) = (false, args.number_rows);
         }
-        let row_options = Options::new(NAME, given, options.quant)?;
+        let row_options = Options::new(NAME, given, &options)?;
         let mut servers = self.pool.take(&self.tree.0, &options);
         let mut out = StructOut::new(NAME, FIELDS, calls.rows);
         // The set goes back to the pool even when a row fails.
         let priced = (|| -> Result<()> {
             for row in 0..calls.rows {
-                let Some((model, db, q)) = agg_query(&calls, row)? else {
+                let Some((model, db, mut q)) = agg_query(&calls, row)? else {
                     out.push_null();
                     continue;
                 };
-                let (server, db_name) = servers.get_with(model, db, row_options.quant(row)?)?;
+                let row_options = row_options.get(row)?;
+                q.kv_sizing = row_options.kv_sizing;
+                let (server, db_name) = servers.get_with(model, db, row_options.quant)?;
                 match server.agg_memory(&q) {
                     Ok((m, capacity_gib)) => out.push(&[
                         m.weights.into(),

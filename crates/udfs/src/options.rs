@@ -15,30 +15,49 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, StringArray, StructArray};
+use datafusion::arrow::array::{Array, ArrayRef, Float64Array, Int64Array, StringArray, StructArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Fields};
 use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::ColumnarValue;
 
+use aicsql_serving::KvSizing;
 use aicsql_tables::TablesError;
 use aicsql_tables::step::QuantOverrides;
 
-/// The options a function takes, with what each sets.
-pub(crate) const QUANT_OPTIONS: [(&str, &str); 5] = [
-    ("gemm_quant", "GEMM quant mode in place of the checkpoint's (the spec's --gemm-quant-mode)"),
-    ("moe_quant", "MoE quant mode (--moe-quant-mode)"),
-    ("kvcache_quant", "KV-cache quant mode (--kvcache-quant-mode)"),
-    ("fmha_quant", "context-attention quant mode (--fmha-quant-mode)"),
-    ("comm_quant", "communication quant mode, a label on these estimates (--comm-quant-mode)"),
+use crate::config::AicOptions;
+
+/// What an option's values are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A mode name (text).
+    Quant,
+    /// A number in (0, 1].
+    Fraction,
+    /// An integer >= 1.
+    Length,
+}
+
+/// The options the functions take, in the order the reference lists them.
+const OPTIONS: [(&str, Kind); 7] = [
+    ("gemm_quant", Kind::Quant),
+    ("moe_quant", Kind::Quant),
+    ("kvcache_quant", Kind::Quant),
+    ("fmha_quant", Kind::Quant),
+    ("comm_quant", Kind::Quant),
+    ("free_gpu_memory_fraction", Kind::Fraction),
+    ("max_seq_len", Kind::Length),
 ];
 
 /// What the reference says of the `options` argument.
 pub(crate) const OPTIONS_DOC: &str = "Optional, last: a STRUCT of the spec's options, any subset in any order, \
-     e.g. named_struct('kvcache_quant', 'fp8', 'gemm_quant', 'fp8_block'). Fields: gemm_quant, moe_quant, \
+     e.g. named_struct('kvcache_quant', 'fp8', 'gemm_quant', 'fp8_block'). Quant overrides: gemm_quant, moe_quant, \
      kvcache_quant, fmha_quant (the spec's mode names: bfloat16, fp8, fp8_block, nvfp4, ...) and comm_quant \
-     (half, int8, fp8). A NULL or absent field takes the session's SET aic.<field> (default: the checkpoint's \
-     mode). An unknown field or mode name is an error; a mode the database has no data for is a miss.";
+     (half, int8, fp8; a label here). TRT-LLM's KV-cache knobs of an aggregated deployment: max_seq_len (the \
+     sequence length the KV cache is sized for; default isl + osl) and free_gpu_memory_fraction (in (0, 1]; \
+     default 0.9), which vLLM, SGLang and disaggregated workers ignore, as the spec does. A NULL or absent \
+     field takes the session's SET aic.<field> (default: the spec's). An unknown field, mode name or \
+     out-of-range value is an error; a mode the database has no data for is a miss.";
 
 fn is_text(t: &DataType) -> bool {
     matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null)
@@ -48,12 +67,23 @@ fn is_text(t: &DataType) -> bool {
 fn check_fields(function: &str, fields: &Fields) -> Result<()> {
     for field in fields {
         let name = field.name();
-        if !QUANT_OPTIONS.iter().any(|(known, _)| known == name) {
-            let known: Vec<&str> = QUANT_OPTIONS.iter().map(|(k, _)| *k).collect();
+        let Some(&(_, kind)) = OPTIONS.iter().find(|(known, _)| known == name) else {
+            let known: Vec<&str> = OPTIONS.iter().map(|(k, _)| *k).collect();
             return plan_err!("{function}: unknown option '{name}'; options are {}", known.join(", "));
-        }
-        if !is_text(field.data_type()) {
-            return plan_err!("{function}: option {name} must be text (a mode name), got {}", field.data_type());
+        };
+        let t = field.data_type();
+        let fits = match kind {
+            Kind::Quant => is_text(t),
+            Kind::Fraction => t.is_numeric() || t == &DataType::Null,
+            Kind::Length => t.is_integer() || t == &DataType::Null,
+        };
+        if !fits {
+            let what = match kind {
+                Kind::Quant => "text (a mode name)",
+                Kind::Fraction => "a number",
+                Kind::Length => "an integer",
+            };
+            return plan_err!("{function}: option {name} must be {what}, got {t}");
         }
     }
     Ok(())
@@ -76,28 +106,41 @@ pub(crate) fn split(values: &[ColumnarValue]) -> (&[ColumnarValue], Option<&Colu
     }
 }
 
-/// One field of the options, as text.
-struct TextField {
-    name: &'static str,
-    values: StringArray,
+/// One field of the options, cast once per batch to the type its kind reads.
+enum Column {
+    Quant(StringArray),
+    Fraction(Float64Array),
+    Length(Int64Array),
+}
+
+/// The options of one row: every option the functions take.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct RowOptions {
+    pub quant: QuantOverrides,
+    pub kv_sizing: KvSizing,
+}
+
+/// The options STRUCT of a batch, its fields cast once.
+struct Given {
+    structs: StructArray,
+    columns: Vec<(&'static str, Column)>,
+    /// One STRUCT for the whole batch (row 0 serves every row).
+    scalar: bool,
 }
 
 /// A batch's options, read row by row over the session's defaults.
 pub(crate) struct Options {
     function: &'static str,
-    defaults: QuantOverrides,
+    defaults: RowOptions,
     /// Absent: every row takes the defaults.
-    column: Option<(Arc<StructArray>, Vec<TextField>, bool)>,
+    given: Option<Given>,
 }
 
 impl Options {
-    /// `value` (the trailing STRUCT, if any) over `defaults`.
-    pub(crate) fn new(
-        function: &'static str,
-        value: Option<&ColumnarValue>,
-        defaults: QuantOverrides,
-    ) -> Result<Options> {
-        let Some(value) = value else { return Ok(Options { function, defaults, column: None }) };
+    /// `value` (the trailing STRUCT, if any) over the session's `settings`.
+    pub(crate) fn new(function: &'static str, value: Option<&ColumnarValue>, settings: &AicOptions) -> Result<Options> {
+        let defaults = RowOptions { quant: settings.quant, kv_sizing: settings.kv_sizing };
+        let Some(value) = value else { return Ok(Options { function, defaults, given: None }) };
         let (array, scalar): (ArrayRef, bool) = match value {
             ColumnarValue::Array(a) => (Arc::clone(a), false),
             ColumnarValue::Scalar(ScalarValue::Struct(s)) => (Arc::clone(s) as ArrayRef, true),
@@ -110,45 +153,87 @@ impl Options {
         };
         let DataType::Struct(fields) = structs.data_type() else { unreachable!("a StructArray's type is Struct") };
         check_fields(function, fields).map_err(|e| DataFusionError::Execution(e.strip_backtrace()))?;
-        let mut text = Vec::with_capacity(fields.len());
-        for (field, column) in fields.iter().zip(structs.columns()) {
-            let Some(&(name, _)) = QUANT_OPTIONS.iter().find(|(known, _)| known == field.name()) else {
+        let mut columns = Vec::with_capacity(fields.len());
+        for (field, values) in fields.iter().zip(structs.columns()) {
+            let Some(&(name, kind)) = OPTIONS.iter().find(|(known, _)| known == field.name()) else {
                 unreachable!("checked above")
             };
-            let utf8 = cast(column, &DataType::Utf8)?;
-            let Some(values) = utf8.as_any().downcast_ref::<StringArray>() else {
-                return exec_err!("{function}: option {name} did not cast to text");
+            let target = match kind {
+                Kind::Quant => DataType::Utf8,
+                Kind::Fraction => DataType::Float64,
+                Kind::Length => DataType::Int64,
             };
-            text.push(TextField { name, values: values.clone() });
+            let cast = cast(values, &target)?;
+            let column = match kind {
+                Kind::Quant => cast.as_any().downcast_ref::<StringArray>().cloned().map(Column::Quant),
+                Kind::Fraction => cast.as_any().downcast_ref::<Float64Array>().cloned().map(Column::Fraction),
+                Kind::Length => cast.as_any().downcast_ref::<Int64Array>().cloned().map(Column::Length),
+            };
+            let Some(column) = column else { return exec_err!("{function}: option {name} did not cast to {target}") };
+            columns.push((name, column));
         }
-        Ok(Options { function, defaults, column: Some((Arc::new(structs.clone()), text, scalar)) })
+        Ok(Options { function, defaults, given: Some(Given { structs: structs.clone(), columns, scalar }) })
     }
 
-    /// The quant modes of `row`: the row's fields over the defaults.
-    pub(crate) fn quant(&self, row: usize) -> Result<QuantOverrides> {
-        let Some((structs, fields, scalar)) = &self.column else { return Ok(self.defaults) };
+    /// The options of `row`: the row's fields over the defaults.
+    pub(crate) fn get(&self, row: usize) -> Result<RowOptions> {
+        let Some(Given { structs, columns, scalar }) = &self.given else { return Ok(self.defaults) };
         let row = if *scalar { 0 } else { row };
-        let mut quant = self.defaults;
+        let mut out = self.defaults;
         if structs.is_null(row) {
-            return Ok(quant);
+            return Ok(out);
         }
-        for field in fields {
-            if field.values.is_null(row) {
-                continue;
-            }
-            let value = field.values.value(row);
-            let bad = |e: TablesError| {
-                DataFusionError::Execution(format!("{}: option {} = '{value}': {e}", self.function, field.name))
-            };
-            match field.name {
-                "gemm_quant" => quant.gemm = Some(value.parse().map_err(bad)?),
-                "moe_quant" => quant.moe = Some(value.parse().map_err(bad)?),
-                "kvcache_quant" => quant.kv = Some(value.parse().map_err(bad)?),
-                "fmha_quant" => quant.fmha = Some(value.parse().map_err(bad)?),
-                _ => quant.comm = Some(value.parse().map_err(bad)?),
+        let function = self.function;
+        for (name, column) in columns {
+            match column {
+                Column::Quant(values) if !values.is_null(row) => {
+                    let value = values.value(row);
+                    let bad = |e: TablesError| {
+                        DataFusionError::Execution(format!("{function}: option {name} = '{value}': {e}"))
+                    };
+                    let q = &mut out.quant;
+                    match *name {
+                        "gemm_quant" => q.gemm = Some(value.parse().map_err(bad)?),
+                        "moe_quant" => q.moe = Some(value.parse().map_err(bad)?),
+                        "kvcache_quant" => q.kv = Some(value.parse().map_err(bad)?),
+                        "fmha_quant" => q.fmha = Some(value.parse().map_err(bad)?),
+                        _ => q.comm = Some(value.parse().map_err(bad)?),
+                    }
+                }
+                Column::Fraction(values) if !values.is_null(row) => {
+                    out.kv_sizing.free_gpu_memory_fraction = Some(fraction(function, values.value(row))?);
+                }
+                Column::Length(values) if !values.is_null(row) => {
+                    out.kv_sizing.max_seq_len = Some(length(function, values.value(row))?);
+                }
+                _ => {}
             }
         }
-        Ok(quant)
+        Ok(out)
+    }
+
+    /// The quant modes of `row` (the functions that size no KV cache).
+    pub(crate) fn quant(&self, row: usize) -> Result<QuantOverrides> {
+        self.get(row).map(|o| o.quant)
+    }
+}
+
+/// A free-memory fraction: in (0, 1]. The spec takes any number (its
+/// docstring's "> 0 and <= 1" is not enforced); a fraction outside it
+/// sizes no real KV cache, so aicsql refuses it as input.
+pub(crate) fn fraction(function: &str, value: f64) -> Result<f64> {
+    if value > 0.0 && value <= 1.0 {
+        Ok(value)
+    } else {
+        exec_err!("{function}: option free_gpu_memory_fraction = {value} must be in (0, 1]")
+    }
+}
+
+/// A maximum sequence length: at least 1 token.
+pub(crate) fn length(function: &str, value: i64) -> Result<u32> {
+    match u32::try_from(value) {
+        Ok(v) if v >= 1 => Ok(v),
+        _ => exec_err!("{function}: option max_seq_len = {value} must be an integer from 1 to {}", u32::MAX),
     }
 }
 

@@ -47,6 +47,15 @@ fn constant_count(function: &str, position: usize, value: &ScalarValue) -> Resul
 /// (docs/spec/options.md 1.6): a session quant setting would price a search
 /// no spec path runs, so it is refused rather than ignored.
 pub(crate) fn refuse_quant_settings(function: &str, options: &AicOptions) -> Result<()> {
+    if options.kv_sizing != Default::default() {
+        // The spec's search forwards both to its agg sweep (options.md 3.2),
+        // where a KV-budget failure ends a layout's sweep; aicsql's search
+        // does not take them yet, and ignoring them would be a silent answer.
+        return plan_err!(
+            "{function}: the search does not take aic.max_seq_len or aic.free_gpu_memory_fraction yet; \
+             unset them (SET aic.max_seq_len = '') first"
+        );
+    }
     if options.quant.is_empty() {
         return Ok(());
     }

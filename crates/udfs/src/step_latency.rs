@@ -58,7 +58,7 @@ impl ScalarUDFImpl for StepLatency {
         if options::per_row(given) {
             (calls.scalar, calls.rows) = (false, args.number_rows);
         }
-        let row_options = Options::new(NAME, given, options.quant)?;
+        let row_options = Options::new(NAME, given, &options)?;
         let mut models = self.pool.take(&self.tree.0, &options);
         let mut out = Float64Builder::with_capacity(calls.rows);
         // The set goes back to the pool even when a row fails.

@@ -16,6 +16,10 @@ The bridge passes the session's ``aic.*`` settings as a dict of strings
                   optional: the spec's quant overrides for the step and
                   serving estimates ('' = the checkpoint's mode;
                   `aicsql.spec.step.options`); the GEMM functions ignore them
+``free_gpu_memory_fraction``, ``max_seq_len``
+                  optional: the spec's memory knobs of the aggregated
+                  estimate on trtllm ('' = unset; a number in (0, 1], an
+                  integer >= 1); everything else ignores them
 
 Invalid input (unknown quant mode or database, shape out of range) always
 raises ValueError naming the bad value and listing what is valid; NULL in
@@ -31,7 +35,7 @@ import pyarrow as pa
 from .data import Database, DataTree, open_tree
 from .gemm import GemmMiss, GemmTable, load_table
 from .sol import QuantMode, SystemSpec, gemm_quant, gemm_sol as _gemm_sol
-from .step.options import QUANT_OPTIONS, quant_overrides
+from .step.options import QUANT_OPTIONS, memory_settings, quant_overrides
 
 __all__ = [
     "MAX_GEMM_DIM",
@@ -105,6 +109,8 @@ class _Settings:
         self.tree: DataTree = open_tree(self.data)
         # The quant overrides of the estimators' batch forms ('' = none).
         self.quant = quant_overrides({k: s[k] for k in QUANT_OPTIONS if k in s})
+        # The memory knobs of the estimators' batch forms ('' = unset).
+        self.memory = memory_settings(s)
 
 
 def check_shape(m: int, n: int, k: int) -> None:

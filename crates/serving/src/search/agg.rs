@@ -231,6 +231,7 @@ impl Server<'_> {
                     osl: q.osl,
                     prefix: q.prefix,
                     ctx_tokens: Some(c),
+                    kv_sizing: Default::default(),
                 };
                 priced = true;
                 match self.estimate_agg(&query) {

@@ -53,6 +53,18 @@ experts split off the weight block) is a reason like a miss, and a mode
 without a table misses at the first lookup keyed on it. Not priced yet, and
 refused with ValueError: overrides for the DEEPSEEKV32 (DSA) and DEEPSEEKV4
 families, and a comm mode other than ``half`` with cp > 1.
+
+``options`` also takes the spec's memory knobs (docs/spec/options.md 3):
+``free_gpu_memory_fraction`` (a number in (0, 1]; aicsql refuses other
+values, the spec does not check) and ``max_seq_len`` (an integer >= 1);
+None = the backend's default. Only the aggregated estimate on trtllm reads
+them (and ``estimate_memory``, which reports its memory): the KV cache is
+sized for ``batch`` sequences of ``max_seq_len`` tokens (default ``isl +
+osl``) and the KV-budget check uses the fraction (default 0.9), the warning
+naming it (``str`` of the value; ``backend default`` when not given). vllm,
+sglang and ``estimate_disagg`` accept and ignore both, as the spec does. The
+batch forms read the same knobs from the settings ``aic.free_gpu_memory_fraction``
+and ``aic.max_seq_len`` ('' = unset).
 """
 
 from __future__ import annotations
@@ -66,7 +78,7 @@ from ..data import Database
 from ..limits import MAX_ISL, check_step
 from ..step.api import _int_arg, _pylist, _settings
 from ..step.engine import DeploymentRefused, StepContext, step_context
-from ..step.options import QuantOverrides, quant_overrides
+from ..step.options import MemoryOptions, QuantOverrides, memory_options, quant_overrides
 from .estimate import (
     Layout,
     ServingMiss,
@@ -219,21 +231,22 @@ class _Agg:
         check_step(self.tp, self.batch, self.isl, self.osl, self.moe_tp, self.moe_ep, self.dp, self.pp, self.cp)
 
 
-def _agg(ctx: StepContext, a: _Agg):
+def _agg(ctx: StepContext, a: _Agg, mem: MemoryOptions):
     layout = resolve_layout(ctx, a.tp, a.moe_tp, a.moe_ep, a.dp, a.pp, a.cp)
-    return agg_estimate(ctx, layout, a.batch, a.isl, a.osl, a.prefix, a.ctx_tokens)
+    return agg_estimate(ctx, layout, a.batch, a.isl, a.osl, a.prefix, a.ctx_tokens, mem.max_seq_len,
+                        mem.free_gpu_memory_fraction)  # fmt: skip
 
 
-def _agg_row(ctx: StepContext, a: _Agg) -> dict:
+def _agg_row(ctx: StepContext, a: _Agg, mem: MemoryOptions) -> dict:
     """The estimate_agg struct (ServingMiss on a miss or OOM)."""
-    result = _agg(ctx, a)
+    result = _agg(ctx, a, mem)
     if result.oom:
         raise ServingMiss(oom_message_agg(ctx.model.name, ctx.db.system, a.tp, a.dp, a.pp), "oom")
     return result.row
 
 
-def _memory_row(ctx: StepContext, a: _Agg) -> dict:
-    result = _agg(ctx, a)
+def _memory_row(ctx: StepContext, a: _Agg, mem: MemoryOptions) -> dict:
+    result = _agg(ctx, a, mem)
     m = result.memory
     return {
         "weights_gib": m["weights"],
@@ -264,7 +277,8 @@ class _Disagg:
             check_step(par.tp, batch, self.isl, self.osl, par.moe_tp, par.moe_ep, par.dp, par.pp, par.cp)
 
 
-def _disagg_row(ctx: StepContext, a: _Disagg) -> dict:
+def _disagg_row(ctx: StepContext, a: _Disagg, mem: MemoryOptions) -> dict:
+    # the memory knobs are ignored, as the spec's run_disagg has no such parameters (options.md 3.2)
     prefill = resolve_layout(ctx, *a.prefill)
     decode = resolve_layout(ctx, *a.decode)
     return disagg_estimate(ctx, prefill, a.p_batch, a.p_workers, decode, a.d_batch, a.d_workers, a.isl, a.osl,
@@ -275,13 +289,16 @@ def _disagg_row(ctx: StepContext, a: _Disagg) -> dict:
 
 
 class _Call:
-    """Settings, databases, quant overrides and contexts shared by the rows of one call."""
+    """Settings, databases, options and contexts shared by the rows of one call."""
 
-    def __init__(self, settings: Optional[Dict[str, str]], data, overrides: Optional[QuantOverrides] = None):
+    def __init__(self, settings: Optional[Dict[str, str]], data, overrides: Optional[QuantOverrides] = None,
+                 memory: Optional[MemoryOptions] = None):  # fmt: skip
         self.s = _settings(settings, data)
         self.raise_on_miss = self.s.on_miss == "error"
-        # The plain functions' options, else the settings' (the batch forms: aic.gemm_quant, ...).
+        # The plain functions' options, else the settings' (the batch forms: aic.gemm_quant, ...,
+        # aic.free_gpu_memory_fraction, aic.max_seq_len).
         self.overrides = overrides if overrides is not None else self.s.quant
+        self.memory = memory if memory is not None else self.s.memory
         self._dbs: Dict[str, Database] = {}
 
     def context(self, model: str, db: str) -> StepContext:
@@ -293,10 +310,10 @@ class _Call:
         return step_context(self.s.tree, model, database, self.s.shared_layer, self.overrides)
 
     def row(self, fn, schema: pa.StructType, model, db, args) -> dict:
-        """``fn(ctx, args)``'s struct; a miss becomes the reason (or ValueError)."""
+        """``fn(ctx, args, memory options)``'s struct; a miss becomes the reason (or ValueError)."""
         ctx = self.context(model, db)
         try:
-            return fn(ctx, args)
+            return fn(ctx, args, self.memory)
         except (ServingMiss, DeploymentRefused) as miss:
             if self.raise_on_miss:
                 raise ValueError(str(miss)) from None
@@ -312,13 +329,13 @@ def _plain(on_miss: str, shared_layer: bool, backend: str, version: str) -> Dict
 def estimate_agg(model: str, db: str, parallel, batch: int, isl: int, osl: int, prefix: Optional[int] = None,
                  ctx_tokens: Optional[int] = None, moe_tp: Optional[int] = None, moe_ep: Optional[int] = None, *,
                  on_miss: str = "null", shared_layer: bool = True, backend: str = "", version: str = "latest",
-                 options: Optional[Dict[str, Optional[str]]] = None, data=None) -> dict:  # fmt: skip
+                 options: Optional[Dict[str, object]] = None, data=None) -> dict:  # fmt: skip
     """One aggregated (IFB) estimate as a dict of the ``estimate_agg`` struct
     fields; a miss or OOM is a dict whose only non-None field is ``reason``
     (ValueError under ``on_miss = 'error'``). ``options``: the spec's quant
-    overrides (module doc)."""
+    overrides and memory knobs (module doc)."""
     overrides = quant_overrides(options)
-    call = _Call(_plain(on_miss, shared_layer, backend, version), data, overrides)
+    call = _Call(_plain(on_miss, shared_layer, backend, version), data, overrides, memory_options(options))
     return call.row(_agg_row, AGG_SCHEMA, model, db,
                     _Agg(model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep))  # fmt: skip
 
@@ -326,11 +343,11 @@ def estimate_agg(model: str, db: str, parallel, batch: int, isl: int, osl: int, 
 def estimate_memory(model: str, db: str, parallel, batch: int, isl: int, osl: int, prefix: Optional[int] = None,
                     ctx_tokens: Optional[int] = None, moe_tp: Optional[int] = None, moe_ep: Optional[int] = None, *,
                     on_miss: str = "null", shared_layer: bool = True, backend: str = "", version: str = "latest",
-                    options: Optional[Dict[str, Optional[str]]] = None, data=None) -> dict:  # fmt: skip
+                    options: Optional[Dict[str, object]] = None, data=None) -> dict:  # fmt: skip
     """The memory model of an aggregated estimate (``estimate_memory`` fields);
     ``options`` as `estimate_agg`'s."""
     overrides = quant_overrides(options)
-    call = _Call(_plain(on_miss, shared_layer, backend, version), data, overrides)
+    call = _Call(_plain(on_miss, shared_layer, backend, version), data, overrides, memory_options(options))
     return call.row(_memory_row, MEMORY_SCHEMA, model, db,
                     _Agg(model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep))  # fmt: skip
 
@@ -340,12 +357,12 @@ def estimate_disagg(model: str, db: str, prefill_parallel, prefill_batch: int, p
                     prefill_moe_tp: Optional[int] = None, prefill_moe_ep: Optional[int] = None,
                     decode_moe_tp: Optional[int] = None, decode_moe_ep: Optional[int] = None, *,
                     on_miss: str = "null", shared_layer: bool = True, backend: str = "", version: str = "latest",
-                    options: Optional[Dict[str, Optional[str]]] = None, data=None) -> dict:  # fmt: skip
+                    options: Optional[Dict[str, object]] = None, data=None) -> dict:  # fmt: skip
     """One disaggregated estimate (``estimate_disagg`` fields, the spec's 3
     decimals); ``options`` as `estimate_agg`'s, the same overrides on both
     sides (the spec applies them to the prefill and the decode config)."""
     overrides = quant_overrides(options)
-    call = _Call(_plain(on_miss, shared_layer, backend, version), data, overrides)
+    call = _Call(_plain(on_miss, shared_layer, backend, version), data, overrides, memory_options(options))
     args = _Disagg(model, db, prefill_parallel, prefill_batch, prefill_workers, decode_parallel, decode_batch,
                    decode_workers, isl, osl, prefix, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep)
     return call.row(_disagg_row, DISAGG_SCHEMA, model, db, args)

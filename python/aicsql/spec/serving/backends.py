@@ -117,11 +117,14 @@ class Backend:
 
     # ---- TRT-LLM's extra agg keyword arguments (none elsewhere) --------------------------
 
-    def agg_memory_kwargs(self, num_tokens, isl: int, osl: int) -> dict:
+    def agg_memory_kwargs(self, num_tokens, isl: int, osl: int, max_seq_len: Optional[int] = None) -> dict:
+        """The aggregated memory call's arguments; ``max_seq_len`` (the
+        caller's option) is ignored but on trtllm."""
         return {"num_tokens": num_tokens}
 
-    def kv_check(self) -> Optional[tuple]:
-        """(free_gpu_memory_fraction, reserved, tolerance) of the KV budget check, or None."""
+    def kv_check(self, free_gpu_memory_fraction=None) -> Optional[tuple]:
+        """(free_gpu_memory_fraction, reserved, tolerance) of the KV budget
+        check, or None (the caller's fraction is ignored but on trtllm)."""
         return None
 
 
@@ -136,12 +139,15 @@ class TRTLLMBackend(Backend):
     def tpot_mix_steps(self, num_mix_steps):
         return max(1, num_mix_steps - 3)
 
-    def agg_memory_kwargs(self, num_tokens, isl: int, osl: int) -> dict:
-        # max_seq_len = isl + beam_width * osl, beam width 1
-        return {"num_tokens": TRTLLM_MAX_NUM_TOKENS, "max_seq_len": isl + 1 * osl}
+    def agg_memory_kwargs(self, num_tokens, isl: int, osl: int, max_seq_len: Optional[int] = None) -> dict:
+        # max_seq_len given, else isl + beam_width * osl, beam width 1
+        if max_seq_len is None:
+            max_seq_len = isl + 1 * osl
+        return {"num_tokens": TRTLLM_MAX_NUM_TOKENS, "max_seq_len": max_seq_len}
 
-    def kv_check(self) -> Optional[tuple]:
-        return (TRTLLM_FREE_GPU_MEMORY_FRACTION, TRTLLM_KV_CACHE_RESERVED_FRACTION, TRTLLM_KV_CACHE_TOLERANCE)
+    def kv_check(self, free_gpu_memory_fraction=None) -> Optional[tuple]:
+        fraction = TRTLLM_FREE_GPU_MEMORY_FRACTION if free_gpu_memory_fraction is None else free_gpu_memory_fraction
+        return (fraction, TRTLLM_KV_CACHE_RESERVED_FRACTION, TRTLLM_KV_CACHE_TOLERANCE)
 
 
 class VLLMBackend(Backend):

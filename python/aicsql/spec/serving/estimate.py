@@ -335,13 +335,18 @@ def worker(ctx: StepContext, layout: Layout, role: str = "context") -> "_Worker"
     return _Worker(ctx, layout, role)
 
 
-def agg_estimate(ctx: StepContext, layout: Layout, b: int, isl: int, osl: int, prefix: int, ctx_tokens: int) -> AggResult:
+def agg_estimate(ctx: StepContext, layout: Layout, b: int, isl: int, osl: int, prefix: int, ctx_tokens: int,
+                 max_seq_len: Optional[int] = None, free_gpu_memory_fraction=None) -> AggResult:  # fmt: skip
     """``run_agg`` + ``_run_agg_estimate`` for one point (ServingMiss on a
-    step miss; OOM is reported in the result, the caller decides)."""
-    return agg_point(_Worker(ctx, layout, "context"), b, isl, osl, prefix, ctx_tokens)
+    step miss; OOM is reported in the result, the caller decides).
+    ``max_seq_len`` / ``free_gpu_memory_fraction``: the spec's memory knobs
+    (options.md 3.2; None = the backend's default), read by trtllm only."""
+    return agg_point(_Worker(ctx, layout, "context"), b, isl, osl, prefix, ctx_tokens, max_seq_len,
+                     free_gpu_memory_fraction)  # fmt: skip
 
 
-def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens: int) -> AggResult:
+def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens: int,
+              max_seq_len: Optional[int] = None, free_gpu_memory_fraction=None) -> AggResult:  # fmt: skip
     """`agg_estimate` on a `worker` built once (the same numbers)."""
     ctx, layout = w.ctx, w.layout
     backend = w.backend
@@ -409,7 +414,7 @@ def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens:
     request_rate = output_throughput / (osl - 1) if osl > 1 else 0.0
     num_tokens = num_gen_requests + ctx_tokens if b > 1 else ctx_tokens
 
-    memory = w.memory(b, 1, isl, osl, prefix=prefix, **backend.agg_memory_kwargs(num_tokens, isl, osl))
+    memory = w.memory(b, 1, isl, osl, prefix=prefix, **backend.agg_memory_kwargs(num_tokens, isl, osl, max_seq_len))
     tp = layout.tp
     tokens_s_gpu = output_throughput / pp / tp / dp / cp
     tokens_s_user = 1000.0 / tpot if (osl > 1 and tpot > 0.0) else 0.0
@@ -420,11 +425,12 @@ def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens:
     capacity = capacity_bytes(ctx.kernels.system)
     oom = is_oom(memory, capacity)
     kv_warning = None
-    check = backend.kv_check()
+    check = backend.kv_check(free_gpu_memory_fraction)
     if check is not None and kv_cache_oom(memory, capacity, *check):
+        frac = "backend default" if free_gpu_memory_fraction is None else str(free_gpu_memory_fraction)
         kv_warning = (
             f"Requested batch_size ({b}) exceeds estimated KV cache capacity "
-            "(free_gpu_memory_fraction=backend default). "
+            f"(free_gpu_memory_fraction={frac}). "
             "The serving runtime will queue excess requests, causing significantly higher TTFT and inaccurate TPOT."
         )
     db = ctx.db

@@ -1,7 +1,7 @@
 """The spec's quantisation overrides (docs/spec/options.md 1): ``cli_estimate``'s
 ``gemm_quant_mode``, ``moe_quant_mode``, ``kvcache_quant_mode``,
 ``fmha_quant_mode`` and ``comm_quant_mode``, given to the Python path as an
-``options`` dict::
+``options`` dict (which also takes the memory knobs, `MEMORY_OPTIONS`)::
 
     estimate_agg(..., options={"kvcache_quant": "fp8", "gemm_quant": "fp8_block"})
 
@@ -23,7 +23,19 @@ from __future__ import annotations
 
 from typing import Dict, NamedTuple, Optional, Tuple
 
-__all__ = ["QUANT_OPTIONS", "SPEC_MODES", "QuantOverrides", "quant_overrides", "NO_OVERRIDES"]
+__all__ = [
+    "QUANT_OPTIONS",
+    "MEMORY_OPTIONS",
+    "OPTIONS",
+    "SPEC_MODES",
+    "QuantOverrides",
+    "quant_overrides",
+    "NO_OVERRIDES",
+    "MemoryOptions",
+    "memory_options",
+    "NO_MEMORY_OPTIONS",
+    "memory_settings",
+]
 
 # option key -> (the PhaseQuants field it sets, the spec's member names in enum order)
 SPEC_MODES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
@@ -36,6 +48,8 @@ SPEC_MODES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
     "comm_quant": ("comm", ("half", "int8", "fp8")),
 }  # fmt: skip
 QUANT_OPTIONS: Tuple[str, ...] = tuple(SPEC_MODES)
+MEMORY_OPTIONS: Tuple[str, ...] = ("free_gpu_memory_fraction", "max_seq_len")
+OPTIONS: Tuple[str, ...] = QUANT_OPTIONS + MEMORY_OPTIONS
 
 
 class QuantOverrides(NamedTuple):
@@ -67,12 +81,15 @@ def quant_overrides(options) -> QuantOverrides:
     if isinstance(options, QuantOverrides):
         return options
     if not isinstance(options, dict):
-        raise ValueError(f"options = {options!r} must be a dict of quant modes ({', '.join(QUANT_OPTIONS)}) or None")
+        raise ValueError(f"options = {options!r} must be a dict of options ({', '.join(OPTIONS)}) or None")
     values: Dict[str, Optional[str]] = {}
     for key, value in options.items():
+        if key in MEMORY_OPTIONS:
+            _memory_value(key, value)  # validated here too: a bad value is refused wherever it is given
+            continue
         spec = SPEC_MODES.get(key)
         if spec is None:
-            raise ValueError(f"unknown option {key!r}; valid options: {', '.join(QUANT_OPTIONS)}")
+            raise ValueError(f"unknown option {key!r}; valid options: {', '.join(OPTIONS)}")
         field, names = spec
         if value is None or value == "":  # the spec: a falsy value is "not overridden"
             continue
@@ -80,3 +97,65 @@ def quant_overrides(options) -> QuantOverrides:
             raise ValueError(f"unknown {field} quant mode {value!r}; valid modes: {', '.join(names)}")
         values[field] = value
     return QuantOverrides(**values)
+
+
+class MemoryOptions(NamedTuple):
+    """The memory knobs a caller set (None: the backend's default)."""
+
+    # the value as given (int or float): the KV warning prints str() of it
+    free_gpu_memory_fraction: Optional[float] = None
+    max_seq_len: Optional[int] = None
+
+    def is_empty(self) -> bool:
+        return self.free_gpu_memory_fraction is None and self.max_seq_len is None
+
+
+NO_MEMORY_OPTIONS = MemoryOptions()
+
+
+def _memory_value(key: str, value):
+    """A memory knob's value (None when unset); ValueError when malformed."""
+    if value is None or (isinstance(value, str) and value == ""):
+        return None
+    if key == "free_gpu_memory_fraction":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"option free_gpu_memory_fraction = {value!r} is not a number")
+        if not 0 < value <= 1:  # NaN fails too
+            raise ValueError(f"option free_gpu_memory_fraction = {value!r} must be in (0, 1]")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"option max_seq_len = {value!r} is not an integer")
+    if value < 1:
+        raise ValueError(f"option max_seq_len = {value!r} must be a positive integer")
+    return value
+
+
+def memory_options(options) -> MemoryOptions:
+    """`MemoryOptions` of an ``options`` argument (a dict or None); the quant
+    keys are `quant_overrides`' business (not checked here); ValueError for
+    a malformed value."""
+    if options is None:
+        return NO_MEMORY_OPTIONS
+    if isinstance(options, MemoryOptions):
+        return options
+    if not isinstance(options, dict):
+        raise ValueError(f"options = {options!r} must be a dict of options ({', '.join(OPTIONS)}) or None")
+    return MemoryOptions(**{key: _memory_value(key, options.get(key)) for key in MEMORY_OPTIONS})
+
+
+def memory_settings(settings: Dict[str, str]) -> MemoryOptions:
+    """`MemoryOptions` of session settings (strings; '' = unset): a fraction
+    parses as a float, max_seq_len as an integer."""
+    values = {}
+    for key in MEMORY_OPTIONS:
+        text = settings.get(key)
+        if text is None or (isinstance(text, str) and text.strip() == ""):
+            continue
+        if isinstance(text, str):
+            try:
+                text = float(text) if key == "free_gpu_memory_fraction" else int(text.strip())
+            except ValueError:
+                what = "a number" if key == "free_gpu_memory_fraction" else "an integer"
+                raise ValueError(f"setting {key} = {settings.get(key)!r} is not {what}") from None
+        values[key] = text
+    return memory_options(values)
