@@ -26,6 +26,8 @@ mod harness;
 mod limits;
 #[path = "robustness/malformed.rs"]
 mod malformed;
+#[path = "robustness/options.rs"]
+mod options;
 #[path = "robustness/planted.rs"]
 mod planted;
 #[path = "support/rng.rs"]

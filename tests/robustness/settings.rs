@@ -50,7 +50,37 @@ fn normalised(key: &str, value: &str) -> Option<String> {
             _ => None,
         },
         "top_n" => t.parse::<usize>().ok().filter(|n| (1..=1000).contains(n)).map(|n| n.to_string()),
+        // The spec's mode names, exact (after trimming); empty: the checkpoint's.
+        "gemm_quant" | "moe_quant" | "kvcache_quant" | "fmha_quant" | "comm_quant" => {
+            (t.is_empty() || quant_names(key).contains(&t)).then(|| t.to_string())
+        }
+        "max_seq_len" if t.is_empty() => Some(String::new()),
+        "max_seq_len" => t.parse::<i64>().ok().filter(|n| (1..=i64::from(u32::MAX)).contains(n)).map(|n| n.to_string()),
+        "free_gpu_memory_fraction" if t.is_empty() => Some(String::new()),
+        "free_gpu_memory_fraction" => t.parse::<f64>().ok().filter(|f| *f > 0.0 && *f <= 1.0).map(|f| f.to_string()),
         _ => None,
+    }
+}
+
+/// The mode names a quant setting takes (the spec's enums).
+fn quant_names(key: &str) -> &'static [&'static str] {
+    match key {
+        "gemm_quant" => &["bfloat16", "fp8", "fp8_static", "fp8_block", "nvfp4", "int8_wo", "int4_wo", "sq"],
+        "moe_quant" => &[
+            "bfloat16",
+            "fp8",
+            "int4_wo",
+            "fp8_block",
+            "w4afp8",
+            "nvfp4",
+            "w4a16_mxfp4",
+            "w4a8_mxfp4_mxfp8",
+            "w4a8_mxfp4_mxfp8_trtllm",
+            "w4a16_mxfp4_cutlass",
+        ],
+        "kvcache_quant" => &["bfloat16", "fp8", "int8"],
+        "fmha_quant" => &["bfloat16", "fp8"],
+        _ => &["half", "int8", "fp8"],
     }
 }
 
@@ -61,6 +91,13 @@ fn value_for(rng: &mut Rng, key: &str) -> String {
         "version" => w.versions.iter().cloned().chain(["latest".into(), "LATEST".into(), " 0.19.0 ".into()]).collect(),
         "on_miss" => ["null", "error", "NULL", " Error ", "eRrOr"].map(String::from).to_vec(),
         "top_n" => ["1", "5", "10", " 3 ", "1000", "0", "1001", "-1", "2.5"].map(String::from).to_vec(),
+        "gemm_quant" | "moe_quant" | "kvcache_quant" | "fmha_quant" | "comm_quant" => {
+            quant_names(key).iter().map(|s| s.to_string()).chain(["".into(), " fp8 ".into(), "FP8".into()]).collect()
+        }
+        "max_seq_len" => ["", "1", "8192", " 16384 ", "0", "-3", "2.5", "4294967296"].map(String::from).to_vec(),
+        "free_gpu_memory_fraction" => {
+            ["", "0.9", "1", " 0.5 ", "1e-3", "0", "-0.1", "1.5", "NaN", "inf"].map(String::from).to_vec()
+        }
         _ => ["true", "false", "on", "off", "1", "0", "TRUE", " False ", "On"].map(String::from).to_vec(),
     };
     match rng.below(3) {
@@ -106,7 +143,21 @@ fn fuzz_settings(seed: u64, budget: std::time::Duration) {
         }
     }
     let _ = run_sql(&rt, &ctx, "SET aic.shared_layer = 'true'");
-    let keys = ["backend", "version", "on_miss", "shared_layer", "top_n", "strict_sla"];
+    let keys = [
+        "backend",
+        "version",
+        "on_miss",
+        "shared_layer",
+        "top_n",
+        "strict_sla",
+        "gemm_quant",
+        "moe_quant",
+        "kvcache_quant",
+        "fmha_quant",
+        "comm_quant",
+        "max_seq_len",
+        "free_gpu_memory_fraction",
+    ];
     let unknown = ["bogus", "on_misses", "sharedlayer", "backends", "version2", "latest", "data"];
     let (mut sets, mut refused, mut probes) = (0usize, 0usize, 0usize);
     // The budget is for SETs: it starts once the probes' tables are loaded.
@@ -159,10 +210,21 @@ fn fuzz_settings(seed: u64, budget: std::time::Duration) {
             }
         }
         // The probes: full database names answer as before, whatever backend / version / on_miss say.
+        // A quant override changes what a step prices (that is what it is for): under one the step
+        // probes must answer without a panic, and the GEMM probe as before.
         let now = current(&rt, &ctx);
         let shared = now.get("aic.shared_layer").cloned().flatten().as_deref() != Some("false");
+        let quant_set = ["gemm_quant", "moe_quant", "kvcache_quant", "fmha_quant", "comm_quant"]
+            .iter()
+            .any(|k| now.get(&format!("aic.{k}")).cloned().flatten().is_some_and(|v| !v.is_empty()));
         for (i, p) in PROBES.iter().enumerate() {
             probes += 1;
+            if quant_set && i > 0 {
+                if let Outcome::Panic(m) = run_sql(&rt, &ctx, p) {
+                    failures.push("panic under a quant setting", format!("{p} [{now:?}]"), m);
+                }
+                continue;
+            }
             match single_f64(&rt, &ctx, p) {
                 Ok(v) if v.map(f64::to_bits) == baseline[&(i, shared)] => {}
                 other => failures.push(

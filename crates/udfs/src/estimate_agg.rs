@@ -185,7 +185,7 @@ impl ScalarUDFImpl for EstimateAgg {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        options::coerce(NAME, arg_types, |plain| AGG_ARGUMENTS.coerce(NAME, plain))
+        options::coerce(arg_types, |plain| AGG_ARGUMENTS.coerce(NAME, plain))
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {

@@ -223,7 +223,7 @@ impl ScalarUDFImpl for EstimateDisagg {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        options::coerce(NAME, arg_types, |plain| ARGUMENTS.coerce(NAME, plain))
+        options::coerce(arg_types, |plain| ARGUMENTS.coerce(NAME, plain))
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {

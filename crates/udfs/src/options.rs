@@ -18,7 +18,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, Float64Array, Int64Array, StringArray, StructArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Fields};
-use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err, plan_err};
+use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err};
 use datafusion::logical_expr::ColumnarValue;
 
 use aicsql_serving::KvSizing;
@@ -63,13 +63,16 @@ fn is_text(t: &DataType) -> bool {
     matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null)
 }
 
-/// Checks an options STRUCT's fields when the call is planned.
-fn check_fields(function: &str, fields: &Fields) -> Result<()> {
+/// Checks an options STRUCT's fields (names and types). When the batch
+/// runs, not when the call is planned: the step functions' signature is a
+/// `OneOf` whose planning replaces a user-defined coercion's message with a
+/// generic one, and an error must name the option.
+fn check_fields(function: &str, fields: &Fields) -> std::result::Result<(), String> {
     for field in fields {
         let name = field.name();
         let Some(&(_, kind)) = OPTIONS.iter().find(|(known, _)| known == name) else {
             let known: Vec<&str> = OPTIONS.iter().map(|(k, _)| *k).collect();
-            return plan_err!("{function}: unknown option '{name}'; options are {}", known.join(", "));
+            return Err(format!("{function}: unknown option '{name}'; options are {}", known.join(", ")));
         };
         let t = field.data_type();
         let fits = match kind {
@@ -83,19 +86,17 @@ fn check_fields(function: &str, fields: &Fields) -> Result<()> {
                 Kind::Fraction => "a number",
                 Kind::Length => "an integer",
             };
-            return plan_err!("{function}: option {name} must be {what}, got {t}");
+            return Err(format!("{function}: option {name} must be {what}, got {t}"));
         }
     }
     Ok(())
 }
 
-/// Whether `types` ends with an options STRUCT (checked); the caller coerces
-/// the arguments before it and keeps its type.
-pub(crate) fn trailing_options(function: &str, types: &[DataType]) -> Result<bool> {
-    match types.last() {
-        Some(DataType::Struct(fields)) => check_fields(function, fields).map(|()| true),
-        _ => Ok(false),
-    }
+/// Whether `types` ends with an options STRUCT (its fields are checked
+/// when the batch runs, [`check_fields`]); the caller coerces the arguments
+/// before it and keeps its type.
+fn trailing_options(types: &[DataType]) -> bool {
+    matches!(types.last(), Some(DataType::Struct(_)))
 }
 
 /// The arguments before the options, and the options column if given.
@@ -152,7 +153,7 @@ impl Options {
             return exec_err!("{function}: options must be a STRUCT, got {}", array.data_type());
         };
         let DataType::Struct(fields) = structs.data_type() else { unreachable!("a StructArray's type is Struct") };
-        check_fields(function, fields).map_err(|e| DataFusionError::Execution(e.strip_backtrace()))?;
+        check_fields(function, fields).map_err(DataFusionError::Execution)?;
         let mut columns = Vec::with_capacity(fields.len());
         for (field, values) in fields.iter().zip(structs.columns()) {
             let Some(&(name, kind)) = OPTIONS.iter().find(|(known, _)| known == field.name()) else {
@@ -240,11 +241,10 @@ pub(crate) fn length(function: &str, value: i64) -> Result<u32> {
 /// Coerces `types` with `plain` for the arguments before a trailing options
 /// STRUCT, which keeps its type.
 pub(crate) fn coerce(
-    function: &str,
     types: &[DataType],
     plain: impl FnOnce(&[DataType]) -> Result<Vec<DataType>>,
 ) -> Result<Vec<DataType>> {
-    if !trailing_options(function, types)? {
+    if !trailing_options(types) {
         return plain(types);
     }
     let (last, rest) = types.split_last().unwrap_or_else(|| unreachable!("trailing_options saw a last type"));

@@ -44,7 +44,7 @@ impl ScalarUDFImpl for StepLatency {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        options::coerce(NAME, arg_types, |plain| coerce_step(NAME, plain))
+        options::coerce(arg_types, |plain| coerce_step(NAME, plain))
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {

@@ -49,7 +49,7 @@ impl ScalarUDFImpl for StepStatus {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        options::coerce(NAME, arg_types, |plain| coerce_step(NAME, plain))
+        options::coerce(arg_types, |plain| coerce_step(NAME, plain))
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
