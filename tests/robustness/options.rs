@@ -75,7 +75,10 @@ fn value(rng: &mut Rng, field: &str) -> Value {
                 let name = *rng.pick(&QUANTS);
                 text(name, accepts(field, name))
             }
-            6 | 7 => text(*rng.pick(&BAD_QUANTS), false),
+            6 | 7 => {
+                let name = *rng.pick(&BAD_QUANTS);
+                text(name, false)
+            }
             8 => raw("CAST(NULL AS VARCHAR)", true),
             _ => raw("5", false),
         },
