@@ -210,7 +210,7 @@ impl ExtensionOptions for AicOptions {
             "max_seq_len" => {
                 self.kv_sizing.max_seq_len = match value {
                     "" => None,
-                    v => match v.parse::<i64>().ok().and_then(|n| u32::try_from(n).ok()).filter(|n| *n >= 1) {
+                    v => match v.parse::<i64>().ok().and_then(crate::options::valid_length) {
                         Some(n) => Some(n),
                         None => {
                             return config_err!("aic.max_seq_len must be an integer from 1 to {}, not '{v}'", u32::MAX);
@@ -221,9 +221,11 @@ impl ExtensionOptions for AicOptions {
             "free_gpu_memory_fraction" => {
                 self.kv_sizing.free_gpu_memory_fraction = match value {
                     "" => None,
-                    v => match v.parse::<f64>() {
-                        Ok(f) if f > 0.0 && f <= 1.0 => Some(f),
-                        _ => return config_err!("aic.free_gpu_memory_fraction must be a number in (0, 1], not '{v}'"),
+                    v => match v.parse::<f64>().ok().and_then(crate::options::valid_fraction) {
+                        Some(f) => Some(f),
+                        None => {
+                            return config_err!("aic.free_gpu_memory_fraction must be a number in (0, 1], not '{v}'");
+                        }
                     },
                 }
             }

@@ -223,19 +223,29 @@ impl Options {
 /// docstring's "> 0 and <= 1" is not enforced); a fraction outside it
 /// sizes no real KV cache, so aicsql refuses it as input.
 pub(crate) fn fraction(function: &str, value: f64) -> Result<f64> {
-    if value > 0.0 && value <= 1.0 {
-        Ok(value)
-    } else {
-        exec_err!("{function}: option free_gpu_memory_fraction = {value} must be in (0, 1]")
+    match valid_fraction(value) {
+        Some(value) => Ok(value),
+        None => exec_err!("{function}: option free_gpu_memory_fraction = {value} must be in (0, 1]"),
     }
 }
 
 /// A maximum sequence length: at least 1 token.
 pub(crate) fn length(function: &str, value: i64) -> Result<u32> {
-    match u32::try_from(value) {
-        Ok(v) if v >= 1 => Ok(v),
-        _ => exec_err!("{function}: option max_seq_len = {value} must be an integer from 1 to {}", u32::MAX),
+    match valid_length(value) {
+        Some(value) => Ok(value),
+        None => exec_err!("{function}: option max_seq_len = {value} must be an integer from 1 to {}", u32::MAX),
     }
+}
+
+/// The one range rule of a free-memory fraction, for the options and the
+/// `aic.free_gpu_memory_fraction` setting alike.
+pub(crate) fn valid_fraction(value: f64) -> Option<f64> {
+    (value > 0.0 && value <= 1.0).then_some(value)
+}
+
+/// The one range rule of a maximum sequence length (options and setting).
+pub(crate) fn valid_length(value: i64) -> Option<u32> {
+    u32::try_from(value).ok().filter(|v| *v >= 1)
 }
 
 /// Coerces `types` with `plain` for the arguments before a trailing options
