@@ -1,25 +1,37 @@
-"""The spec's quantisation overrides and memory knobs on the Python path
-(docs/spec/options.md 1 and 3) against ``serving_options_goldens.parquet`` (92 points of aiconfigurator
-v0.11.0's ``cli_estimate`` with its user-facing options turned), pure Python.
+"""The spec's quantisation overrides, memory knobs and MTP speculative
+decoding on the Python path (docs/spec/options.md 1, 2 and 3) against
+``serving_options_goldens.parquet`` (92 points of aiconfigurator v0.11.0's
+``cli_estimate`` with its user-facing options turned), pure Python.
 
 * Points whose arguments turn only quant options (``gemm_quant_mode``,
   ``moe_quant_mode``, ``kvcache_quant_mode``, ``fmha_quant_mode``,
   ``comm_quant_mode``), the memory knobs (``free_gpu_memory_fraction``,
-  ``max_seq_len``) or none are priced with ``options`` and compared as
-  test_spec_serving.py compares: agg every field of the spec's dict to the
-  float bit (but power), disagg every field at the spec's 3 decimals, and
-  the KV-cache warning (its text names the fraction given).
+  ``max_seq_len``), MTP (``nextn``, ``nextn_accepted``) or none are priced
+  with ``options`` and compared as test_spec_serving.py compares: agg every
+  field of the spec's dict to the float bit (but power), disagg every field
+  at the spec's 3 decimals, and the KV-cache warning (its text names the
+  fraction given).
 * Their error points fail alike: the spec's ``KeyError`` (an unknown mode
-  name) is our ValueError ``unknown ... quant mode``; a
-  ``PerfDataNotAvailableError`` a reason naming the same lookup; a
-  ``ValueError`` / ``RuntimeError`` (a refused deployment, OOM) a reason
-  that is the spec's message.
-* The points turning options this path does not price yet (MTP, images)
-  are counted by the first such option, and the counts are part of the test.
+  name) is our ValueError ``unknown ... quant mode``, and its nextn
+  ``ValueError`` s (malformed arguments) are raised with the spec's text,
+  both whatever ``on_miss`` says; a ``PerfDataNotAvailableError`` is a
+  reason naming the same lookup; a ``ValueError`` / ``RuntimeError`` (a
+  refused deployment, OOM) a reason that is the spec's message.
+* The points turning options this path does not price yet (images) are
+  counted by the first such option, and the counts are part of the test.
+
+The split: 92 points = 83 priced + 9 image points. The 83 priced are the 58
+points without MTP (43 values, 15 errors) and the 25 turning ``nextn`` /
+``nextn_accepted`` without images (20 values: 16 agg, 4 disagg; 5 errors,
+the spec's nextn texts). 26 points turn ``nextn``: the 26th, point 77 (a
+Qwen3-VL point with a 448x448 image), is one of the 9 image points, counted
+under ``image_height`` (the first option of `NOT_YET` it turns) before and
+after MTP was priced -- so pricing MTP added 25 points, not 24.
 
 Plus the malformed ``options`` argument, the families refused, the step
-API's ``options`` and the resolution rules of options.md 1.2 that no golden
-reaches.
+API's ``options``, the resolution rules of options.md 1.2 and the MTP rules
+of options.md 2 that no golden reaches (the texts of every refusal, 'auto',
+NEMOTRONNAS, the step functions' draft depth, the settings, the searches).
 """
 
 from __future__ import annotations
@@ -69,11 +81,13 @@ QUANT_ARGS = {
 }
 # the memory knobs: the same names
 MEMORY_ARGS = {"free_gpu_memory_fraction": "free_gpu_memory_fraction", "max_seq_len": "max_seq_len"}
-OPTION_ARGS = {**QUANT_ARGS, **MEMORY_ARGS}
+# MTP speculative decoding: the same names
+MTP_ARGS = {"nextn": "nextn", "nextn_accepted": "nextn_accepted"}
+OPTION_ARGS = {**QUANT_ARGS, **MEMORY_ARGS, **MTP_ARGS}
 # Options this path does not price yet, in the order a point is counted under.
-NOT_YET = ("image_height", "image_width", "num_images", "enable_encoder_dp", "nextn", "nextn_accepted")
-# point 73 turns nextn and free_gpu_memory_fraction: counted under nextn
-EXPECTED_NOT_YET = {"image_height": 9, "nextn": 25}
+NOT_YET = ("image_height", "image_width", "num_images", "enable_encoder_dp")
+# point 77 turns images and nextn: counted under image_height
+EXPECTED_NOT_YET = {"image_height": 9}
 
 
 def _points():
@@ -114,15 +128,21 @@ def test_options_goldens_are_split_as_expected():
     priced, not_yet = _split()
     assert len(_points()) == 92
     assert not_yet == EXPECTED_NOT_YET, not_yet
-    assert len(priced) == 58
-    assert sum(p["error"] is None for p, _ in priced) == 43
-    assert sum(p["error"] is not None for p, _ in priced) == 15
+    assert len(priced) == 83  # 58 without MTP + 25 with (module doc)
+    assert sum(p["error"] is None for p, _ in priced) == 63
+    assert sum(p["error"] is not None for p, _ in priced) == 20
+    mtp = [(p, o) for p, o in priced if set(o) & set(MTP_ARGS.values())]
+    assert len(mtp) == 25 and sum(p["error"] is not None for p, _ in mtp) == 5
+    assert sorted(p["mode"] for p, _ in mtp if p["error"] is None) == ["agg"] * 16 + ["disagg"] * 4
+    turned_mtp = [p for p in _points() if "nextn" in json.loads(p["args"])]
+    assert len(turned_mtp) == 26 and [p["point_id"] for p in turned_mtp if _options(p)[1]] == [77]
     # every option is turned by some priced point, the quant ones on both modes
     turned = {k for _, options in priced for k in options}
     assert turned == set(OPTION_ARGS.values())
     assert {p["mode"] for p, options in priced if options} == {"agg", "disagg"}
     memory = [(p, o) for p, o in priced if set(o) & set(MEMORY_ARGS.values())]
-    assert len(memory) == 15 and sum(p["error"] is not None for p, _ in memory) == 2
+    # 15 points without MTP and point 73 (nextn 1 on trtllm at free_gpu_memory_fraction 0.7)
+    assert len(memory) == 16 and sum(p["error"] is not None for p, _ in memory) == 2
     assert {p["mode"] for p, _ in memory} == {"agg", "disagg"}
 
 
@@ -148,7 +168,7 @@ def test_options_goldens_bit_for_bit():
     for mode in ("agg", "disagg"):
         _report(f"options goldens, {mode} ({n[mode]} points)", counts[mode])
     assert not failures, "\n".join(failures[:20])
-    assert n["agg"] + n["disagg"] == 43 and n["disagg"] >= 8
+    assert n["agg"] + n["disagg"] == 63 and n["disagg"] >= 12
     print(f"options goldens: {n['agg']} agg + {n['disagg']} disagg points equal, {warnings} KV warnings matched")
     assert warnings >= 1  # point 90: free_gpu_memory_fraction=0.02
     # every field of the dict on every point, the quant labels included
@@ -202,6 +222,13 @@ def test_options_error_goldens_fail_alike():
                 _call(point, options, on_miss="error")  # raised before any pricing, whatever on_miss says
             outcomes.append((pid, kind, "raised"))
             continue
+        if kind == "ValueError" and message.startswith("nextn"):  # a malformed MTP argument: the spec's text
+            for on_miss in ("null", "error"):
+                with pytest.raises(ValueError) as raised:
+                    _call(point, options, on_miss=on_miss)
+                assert str(raised.value) == message, (pid, message, str(raised.value))
+            outcomes.append((pid, kind, "raised"))
+            continue
         got = _call(point, options)
         assert got["reason"] is not None, (pid, options, got)
         assert all(v is None for k, v in got.items() if k != "reason"), pid
@@ -216,9 +243,12 @@ def test_options_error_goldens_fail_alike():
         outcomes.append((pid, kind, "reason"))
     print("\noptions error goldens:", *outcomes, sep="\n  ")
     kinds = sorted(k for _, k, _ in outcomes)
-    # RuntimeError: one quant point's OOM and two points' OOM from max_seq_len (59, 91)
-    expected = ["KeyError"] * 3 + ["PerfDataNotAvailableError"] * 5 + ["RuntimeError"] * 3 + ["ValueError"] * 4
+    # RuntimeError: one quant point's OOM and two points' OOM from max_seq_len (59, 91);
+    # ValueError: 4 refused deployments and the 5 malformed nextn arguments (82 - 86)
+    expected = ["KeyError"] * 3 + ["PerfDataNotAvailableError"] * 5 + ["RuntimeError"] * 3 + ["ValueError"] * 9
     assert kinds == expected, kinds
+    # raised (malformed input): the three unknown mode names and the five nextn arguments
+    assert sorted(pid for pid, _, how in outcomes if how == "raised") == [79, 80, 81, 82, 83, 84, 85, 86]
 
 
 def test_same_miss_reads_the_spec_lookup():
@@ -416,7 +446,8 @@ def test_memory_options_are_checked():
         estimate_disagg(DENSE, DENSE_DB, 2, 1, 1, 8, 16, 1, 1024, 128, options={"free_gpu_memory_fraction": 2})
     with pytest.raises(ValueError, match="max_seq_len"):
         step_latency(DENSE, DENSE_DB, "context", 8, 1, 1024, 128, options={"max_seq_len": 0})
-    with pytest.raises(ValueError, match=r"valid options: .*, comm_quant, free_gpu_memory_fraction, max_seq_len$"):
+    with pytest.raises(ValueError, match=r"valid options: .*, comm_quant, free_gpu_memory_fraction, max_seq_len, "
+                                         r"nextn, nextn_accepted$"):  # fmt: skip
         estimate_agg(**call, options={"max_num_tokens": 8192})
     # the bounds themselves are accepted; None and "" are unset
     plain = estimate_agg(**call)
@@ -488,3 +519,297 @@ def test_batch_forms_read_the_memory_options_from_the_settings():
         estimate_agg_batch({"free_gpu_memory_fraction": "1.5"}, *args)
     with pytest.raises(ValueError, match=r"setting max_seq_len = '4k' is not an integer"):
         estimate_agg_batch({"aic.max_seq_len": "4k"}, *args)
+
+
+# ---- MTP speculative decoding (options.md 2) ---------------------------------------------------
+
+MTP_FP8 = dict(model=FP8_MODEL, db=VLLM_H200, parallel=8, batch=64, isl=1024, osl=256)  # golden points 34 - 48
+DSV3, DSV3_DB = "deepseek-ai/DeepSeek-V3", "h200_sxm/sglang/0.5.14"
+DSV3_CALL = dict(model=DSV3, db=DSV3_DB, parallel=8, batch=16, isl=1024, osl=128, moe_tp=1, moe_ep=8)
+DISAGG_DENSE = (DENSE, DENSE_DB, 2, 1, 1, 8, 16, 1, 1024, 128)
+
+
+@needs_data
+def test_nextn_validation_texts():
+    """options.md 2.2 / 5: the spec's ValueError texts, raised whatever
+    on_miss says and before anything is priced or even resolved (the spec
+    checks them first in cli_estimate: an unknown database does not come
+    first); depth 0 ignores the acceptance entirely."""
+    texts = {
+        (1.5, 0.5): "nextn (1.5) must be an integer draft length.",
+        ("2", 1.0): "nextn (2) must be an integer draft length.",  # the spec's API: a string is not a depth
+        (True, 0.5): "nextn (True) must be an integer draft length.",
+        (float("nan"), 0.5): "nextn (nan) must be an integer draft length.",
+        (-1, 0.0): "nextn (-1) must be >= 0.",
+        (-2.0, None): "nextn (-2.0) must be >= 0.",
+        (2, None): "nextn=2 requires 'nextn_accepted' (average accepted draft tokens per step, 0 <= nextn_accepted "
+                   "<= nextn); there is no built-in acceptance assumption.",
+        (2, 2.5): "nextn_accepted (2.5) must be within [0, nextn=2].",
+        (1, -0.1): "nextn_accepted (-0.1) must be within [0, nextn=1].",
+        (3, 4): "nextn_accepted (4) must be within [0, nextn=3].",  # printed as given
+        (1, float("nan")): "nextn_accepted (nan) must be within [0, nextn=1].",
+        (1, float("inf")): "nextn_accepted (inf) must be within [0, nextn=1].",
+    }  # fmt: skip
+    for (nextn, accepted), text in texts.items():
+        options = {"nextn": nextn} if accepted is None else {"nextn": nextn, "nextn_accepted": accepted}
+        for on_miss in ("null", "error"):
+            with pytest.raises(ValueError) as raised:
+                estimate_agg(**{**MTP_FP8, "db": "no_such_system/vllm/0.19.0"}, options=options, on_miss=on_miss)
+            assert str(raised.value) == text, (options, str(raised.value))
+        with pytest.raises(ValueError) as raised:
+            estimate_disagg(*DISAGG_DENSE, options=options)
+        assert str(raised.value) == text
+    for bad in ("0.5", [1], True):  # not a number: malformed at any depth
+        with pytest.raises(ValueError, match=r"^option nextn_accepted = .* is not a number$"):
+            estimate_memory(**MTP_FP8, options={"nextn": 0, "nextn_accepted": bad})
+    # depth 0 (or unset) ignores the acceptance, in range or not (golden point 48)
+    plain = estimate_agg(**MTP_FP8)
+    for options in ({"nextn": 0, "nextn_accepted": 5.0}, {"nextn_accepted": float("nan")}, {"nextn": None},
+                    {"nextn": "", "nextn_accepted": None}, {"nextn": 0.0, "nextn_accepted": -3}):  # fmt: skip
+        assert estimate_agg(**MTP_FP8, options=options) == plain, options
+    # an integral float is the integer depth, the bounds of the acceptance are accepted
+    two = estimate_agg(**MTP_FP8, options={"nextn": 2, "nextn_accepted": 2})
+    assert two["reason"] is None and estimate_agg(**MTP_FP8, options={"nextn": 2.0, "nextn_accepted": 2.0}) == two
+
+
+@needs_data
+def test_nextn_auto():
+    """'auto' is the checkpoint's num_nextn_predict_layers (golden points 46,
+    47): DeepSeek-V3 has 1, Qwen3-32B none (MTP off, the acceptance ignored);
+    the acceptance is then checked against the resolved depth."""
+    one = estimate_agg(**DSV3_CALL, options={"nextn": 1, "nextn_accepted": 0.8})
+    assert one["reason"] is None and one != estimate_agg(**DSV3_CALL)
+    assert estimate_agg(**DSV3_CALL, options={"nextn": "auto", "nextn_accepted": 0.8}) == one
+    assert estimate_agg(**MTP_FP8, options={"nextn": "auto", "nextn_accepted": 9.0}) == estimate_agg(**MTP_FP8)
+    for db in (DSV3_DB, "no_such_system/sglang/0.5.14"):  # checked before the database, as the spec does
+        with pytest.raises(ValueError, match=r"^nextn_accepted \(1.5\) must be within \[0, nextn=1\]\.$"):
+            estimate_agg(**{**DSV3_CALL, "db": db}, options={"nextn": "auto", "nextn_accepted": 1.5})
+    with pytest.raises(ValueError, match=r"^nextn=1 requires 'nextn_accepted' "):
+        estimate_agg(**DSV3_CALL, options={"nextn": "auto"})
+    with pytest.raises(ValueError, match=r"^nextn \(Auto\) must be an integer draft length\.$"):
+        estimate_agg(**DSV3_CALL, options={"nextn": "Auto"})  # the API's 'auto' is exact (the settings fold case)
+    # the multimodal wrappers read the text config (the spec's MULTIMODAL_TEXT_CONFIG_KEY)
+    from aicsql.spec.step.model import model_config_path, parse_model
+
+    path, _ = model_config_path(open_tree(), "moonshotai/Kimi-K2.5")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    assert config["text_config"]["num_nextn_predict_layers"] == 0
+    config["num_nextn_predict_layers"] = 3  # not where the spec looks
+    assert parse_model("moonshotai/Kimi-K2.5", config, None, path).nextn_layers == 0
+    config["text_config"]["num_nextn_predict_layers"] = 2
+    assert parse_model("moonshotai/Kimi-K2.5", config, None, path).nextn_layers == 2
+
+
+@needs_data
+def test_nemotron_nas_refuses_mtp():
+    """NemotronNas asserts nextn == 0 in its constructor: a refused
+    deployment (a reason, ValueError under on_miss 'error'), on every path."""
+    from aicsql.spec.serving import estimate_memory_batch
+
+    text = "NemotronNas does not support MTP speculative decoding (nextn must be 0)"
+    model, db = "nvidia/Llama-3_3-Nemotron-Super-49B-v1", "h200_sxm/vllm/0.24.0"
+    options = {"nextn": 1, "nextn_accepted": 0.5}
+    assert estimate_agg(model, db, 2, 1, 1024, 128)["reason"] is None
+    for got in (estimate_agg(model, db, 2, 1, 1024, 128, options=options),
+                estimate_memory(model, db, 2, 1, 1024, 128, options=options),
+                estimate_disagg(model, db, 2, 1, 1, 2, 8, 1, 1024, 128, options=options)):  # fmt: skip
+        assert got["reason"] == text and all(v is None for k, v in got.items() if k != "reason"), got
+    with pytest.raises(ValueError, match=re.escape(text)):
+        estimate_agg(model, db, 2, 1, 1024, 128, options=options, on_miss="error")
+    for phase in ("context", "generation"):  # the model is refused, whichever step
+        with pytest.raises(ValueError, match=re.escape(text)):
+            step_latency(model, db, phase, 2, 1, 1024, 128, options={"nextn": 2})
+    import pyarrow as pa
+
+    args = [pa.array([v]) for v in (model, db, "generation", 2, 1, 1024, 128)]
+    assert step_latency_batch({"aic.nextn": "1"}, *args).to_pylist() == [None]
+    with pytest.raises(ValueError, match=re.escape(text)):
+        step_latency_batch({"aic.nextn": "1", "aic.on_miss": "error"}, *args)
+    margs = [pa.array([v]) for v in (model, db, 2, 1, 1024, 128)]
+    assert estimate_memory_batch({"nextn": "1", "nextn_accepted": "0"}, *margs).to_pylist()[0]["reason"] == text
+    # the checkpoint has no MTP layers: 'auto' is depth 0, priced as without
+    auto = estimate_agg(model, db, 2, 1, 1024, 128, options={"nextn": "auto"})
+    assert auto == estimate_agg(model, db, 2, 1, 1024, 128)
+
+
+@needs_data
+def test_step_functions_take_nextn():
+    """options.md 2.3: a generation step at depth n prices one verification
+    iteration -- every generation op's count times (n + L) / L, B * (n + 1)
+    tokens -- and costs more; a context step is unchanged."""
+    call = (DENSE, DENSE_DB)
+    for phase in ("context", "generation"):
+        plain = step_latency(*call, phase, 8, 4, 1024, 128)
+        mtp = step_latency(*call, phase, 8, 4, 1024, 128, options={"nextn": 1})
+        assert (mtp > plain) if phase == "generation" else (mtp == plain), phase
+        assert step_latency(*call, phase, 8, 4, 1024, 128, options={"nextn": "auto"}) == plain  # Llama: no MTP
+    plain = engine_step(*call, "generation", 8, 4, 1024, 128)["rows"]
+    mtp = engine_step(*call, "generation", 8, 4, 1024, 128, options={"nextn": 2})["rows"]
+    L = 32
+    factor = (2 + L) / L
+    ops = [(p, m) for p, m in zip(plain, mtp) if p["row_kind"] == "op"]
+    assert ops and all(m["count"] == p["count"] * factor for p, m in ops)
+    assert {p["count"] for p, _ in ops} == {1.0, 32.0, 0.0}  # embedding / logits, per layer, p2p at pp 1
+    attention = [json.loads(m["lookup_args"]) for _, m in ops if m["op_name"] == "generation_attention"]
+    assert attention and all(a["args"][0] == 4 * 3 for a in attention)  # batch * (nextn + 1)
+    # a context step's rows are the same (same ops, counts and lookups)
+    assert engine_step(*call, "context", 8, 4, 1024, 128, options={"nextn": 2}) == engine_step(
+        *call, "context", 8, 4, 1024, 128)
+    # the acceptance is the serving estimates' business
+    with pytest.raises(ValueError, match=r"^option nextn_accepted is not taken by the step functions"):
+        step_latency(*call, "generation", 8, 4, 1024, 128, options={"nextn": 1, "nextn_accepted": 0.5})
+    with pytest.raises(ValueError, match=r"^nextn \(-1\) must be >= 0\.$"):
+        engine_step(*call, "generation", 8, 4, 1024, 128, options={"nextn": -1})
+
+
+@needs_data
+def test_mtp_scales_inner_ops_of_composites_only():
+    """DeepSeek's MLA block (FallbackOp) and MoE overlap (OverlapOp) keep the
+    wrapper's count 1.0; every inner op carries the factor (the audit's
+    section (d)); context ops never do."""
+    from aicsql.spec.data import Database
+    from aicsql.spec.step.composite import FallbackOp, OverlapOp
+    from aicsql.spec.step.engine import step_context
+
+    db = Database(*DSV3_DB.split("/"))
+    plain = step_context(open_tree(), DSV3, db, True).layout("generation", 8, 1, 8)[2]
+    ctx = step_context(open_tree(), DSV3, db, True, None, 3)
+    assert ctx.nextn == 3 and ctx.mtp == (3 + 61) / 61
+    ops = ctx.layout("generation", 8, 1, 8)[2]
+
+    def leaves(op):
+        if isinstance(op, FallbackOp):
+            return [op.primary, *op.fallback]
+        if isinstance(op, OverlapOp):
+            return [*op.group_a, *op.group_b]
+        return [op]
+
+    wrappers = 0
+    for p, m in zip(plain, ops):
+        if isinstance(m, (FallbackOp, OverlapOp)):
+            wrappers += 1
+            assert m.count == p.count == 1.0
+        for pl, ml in zip(leaves(p), leaves(m), strict=True):
+            assert ml.count == pl.count * ctx.mtp and pl.count in (61.0, 1.0, 0.0), ml.name
+    assert wrappers == 2
+    context = ctx.layout("context", 8, 1, 8)[2]
+    assert [op.count for op in context] == [op.count for op in step_context(open_tree(), DSV3, db, True).layout(
+        "context", 8, 1, 8)[2]]
+
+
+def test_mtp_factor_association():
+    """The audit's claim the path relies on: GPT-OSS's windowed generation
+    attention ``L * mtp / 2`` equals ``(L / 2) * mtp`` (what scaling the
+    plain count gives) bit for bit, and the plain ``(L * 1.0) * mtp`` equals
+    ``L * mtp``."""
+    from aicsql.spec.step.engine import mtp_scale_factor
+
+    for L in range(1, 400):
+        for n in range(0, 12):
+            mtp = mtp_scale_factor(n, L)
+            assert (L * 1.0 / 2) * mtp == L * mtp / 2 and (L * 1.0) * mtp == L * mtp, (L, n)
+    assert mtp_scale_factor(0, 61) == 1.0 and mtp_scale_factor(1, 61) == 62 / 61
+
+
+@needs_data
+def test_mtp_memory_scales_the_activations():
+    """options.md 2.3 item 4: activations times nextn + 1 (after the floor,
+    before sglang's overhead); weights and KV cache unchanged."""
+    call = dict(model=DENSE, db=DENSE_DB, parallel=8, batch=64, isl=1024, osl=128)
+    plain = estimate_memory(**call)
+    for nextn in (1, 3):  # 2 and 4 tokens: powers of two commute with sglang's 1.15 exactly
+        mtp = estimate_memory(**call, options={"nextn": nextn, "nextn_accepted": 1.0})
+        assert mtp["activations_gib"] == plain["activations_gib"] * (nextn + 1)
+        assert (mtp["weights_gib"], mtp["kvcache_gib"]) == (plain["weights_gib"], plain["kvcache_gib"])
+        # the acceptance does not change the memory
+        assert estimate_memory(**call, options={"nextn": nextn, "nextn_accepted": 0.0}) == mtp
+
+
+def test_projection():
+    """options.md 2.4 on a made-up row: rounded, projected, rounded again;
+    vllm's Little's-law cap; nothing accepted returns the row itself."""
+    from aicsql.spec.serving import numpy_round3
+    from aicsql.spec.serving.speculative import project_agg, project_decode
+
+    row = {"ttft_ms": 100.0004, "tpot_ms": 10.0, "request_latency_ms": 1370.0, "osl": 128, "concurrency": 8,
+           "request_rate": 5.0, "seq_per_s": 5.0, "seq_per_s_per_gpu": 0.625, "tokens_per_s": 635.0,
+           "tokens_per_s_per_gpu": 79.375, "tokens_per_s_per_user": 100.0, "mix_step_ms": 1.23456, "bs": 8,
+           "warning": None}  # fmt: skip
+    assert project_agg(row, 0.0, "vllm") is row and project_decode(row, 0.0) is row
+    got = project_agg(row, 1.0, "sglang")
+    assert got["tpot_ms"] == 5.0 and got["ttft_ms"] == 100.0 and got["request_latency_ms"] == 100.0 + 5.0 * 127
+    assert (got["seq_per_s"], got["tokens_per_s"], got["tokens_per_s_per_user"]) == (10.0, 1270.0, 200.0)
+    assert got["mix_step_ms"] == 1.235 and got["bs"] == 8 and got["warning"] is None
+    # vllm: 8 requests in flight over 0.735 s allow 10.884 seq/s, more than 2 * 5: the progress caps
+    assert project_agg(row, 1.0, "vllm")["seq_per_s"] == 10.0
+    # ... and with 4 in flight, Little's law does: 4 * 1000 / 735 / 5 of the rate
+    capped = project_agg({**row, "concurrency": 4}, 1.0, "vLLM")
+    assert capped["seq_per_s"] == numpy_round3(5.0 * (4 * 1000.0 / 735.0 / 5.0)) < 10.0
+    assert capped["tokens_per_s_per_user"] == 200.0
+    # a zero divisor (the spec's NaN) falls back to the progress
+    assert project_agg({**row, "seq_per_s": 0.0}, 1.0, "vllm")["tokens_per_s"] == 1270.0
+    static = {"ttft": 0, "tpot": 9.646, "request_latency": 1225.042, "osl": 128, "seq/s": 13.06, "seq/s/gpu": 13.06,
+              "tokens/s": 1658.62, "tokens/s/gpu": 1658.62, "tokens/s/user": 103.67}  # fmt: skip
+    d = project_decode(static, 1.4)
+    assert d["tpot"] == numpy_round3(9.646 / 2.4) and d["seq/s"] == numpy_round3(13.06 * 2.4)
+    # the latency from the unrounded new tpot, rounded once at the end
+    assert d["request_latency"] == numpy_round3(0 + 9.646 / 2.4 * 127) != numpy_round3(d["tpot"] * 127)
+    assert "request_rate" not in d
+
+
+@needs_data
+def test_batch_forms_read_mtp_from_the_settings():
+    """``aic.nextn`` (an integer or 'auto', any case) and
+    ``aic.nextn_accepted`` (a number); '' = unset; the spec's texts for a
+    bad depth or acceptance, a clear one for text that is no number."""
+    import pyarrow as pa
+
+    from aicsql.spec.serving import estimate_memory_batch
+
+    c = MTP_FP8
+    args = [pa.array([v]) for v in (c["model"], c["db"], c["parallel"], c["batch"], c["isl"], c["osl"])]
+    options = {"nextn": 2, "nextn_accepted": 1.4}
+    want = estimate_agg(**c, options=options)
+    assert estimate_agg_batch({"aic.nextn": "2", "aic.nextn_accepted": "1.4"}, *args).to_pylist()[0] == want
+    assert estimate_agg_batch({"nextn": " 2 ", "nextn_accepted": "1.40"}, *args).to_pylist()[0] == want
+    assert estimate_memory_batch({"nextn": "2", "nextn_accepted": "1.4"}, *args).to_pylist()[0] == estimate_memory(
+        **c, options=options)
+    dargs = [pa.array([v]) for v in DISAGG_DENSE]
+    assert estimate_disagg_batch({"nextn": "1", "nextn_accepted": "0.5"}, *dargs).to_pylist()[0] == estimate_disagg(
+        *DISAGG_DENSE, options={"nextn": 1, "nextn_accepted": 0.5})
+    dsv3 = [pa.array([v]) for v in (DSV3, DSV3_DB, 8, 16, 1024, 128, 0, 1024, 1, 8)]
+    assert estimate_agg_batch({"nextn": "AUTO", "nextn_accepted": "0.8"}, *dsv3).to_pylist()[0] == estimate_agg(
+        **DSV3_CALL, options={"nextn": 1, "nextn_accepted": 0.8})
+    plain = estimate_agg(**c)
+    assert estimate_agg_batch({"nextn": "", "nextn_accepted": " "}, *args).to_pylist()[0] == plain
+    assert estimate_agg_batch({"nextn": "0", "nextn_accepted": "7"}, *args).to_pylist()[0] == plain
+    for settings, text in (({"nextn": "1.5", "nextn_accepted": "1"}, r"^nextn \(1\.5\) must be an integer draft"),
+                           ({"nextn": "-1"}, r"^nextn \(-1\) must be >= 0\.$"),
+                           ({"nextn": "2"}, r"^nextn=2 requires 'nextn_accepted'"),
+                           ({"nextn": "2", "nextn_accepted": "3"}, r"^nextn_accepted \(3\.0\) must be within"),
+                           ({"nextn": "two"}, r"^setting nextn = 'two' is not an integer or 'auto'$"),
+                           ({"nextn": "1", "nextn_accepted": "half"},
+                            r"^setting nextn_accepted = 'half' is not a number$")):  # fmt: skip
+        with pytest.raises(ValueError, match=text):
+            estimate_agg_batch(settings, *args)
+    # the step batch form takes the depth and ignores the (serving) acceptance
+    step = [pa.array([v]) for v in (DENSE, DENSE_DB, "generation", 8, 4, 1024, 128)]
+    assert step_latency_batch({"nextn": "1", "nextn_accepted": "0.5"}, *step).to_pylist() == [
+        step_latency(DENSE, DENSE_DB, "generation", 8, 4, 1024, 128, options={"nextn": 1})]
+
+
+def test_searches_refuse_a_nextn_setting():
+    """The searches do not price MTP yet: a session depth other than 0 is
+    refused, checked before the arguments (even a NULL one)."""
+    from aicsql.spec.search import search_agg_table, search_default_table, search_disagg_table
+
+    args = [None, "h200_sxm/vllm/0.19.0", 8, 1024, 128, 0, 2000.0, 30.0]
+    for table in (search_agg_table, search_disagg_table, search_default_table):
+        for value in ("1", "auto"):
+            with pytest.raises(ValueError, match=r"the searches do not take MTP speculative decoding yet \(aic\.nextn"):
+                table({"aic.nextn": value, "aic.nextn_accepted": "0.5"}, *args)
+        for settings in ({"aic.nextn": ""}, {"aic.nextn": "0"}, {"aic.nextn_accepted": "0.5"}, {}):
+            assert table(settings, *args).num_rows == 0  # NULL argument: no rows, nothing refused
+        with pytest.raises(ValueError, match=r"^nextn \(-1\) must be >= 0\.$"):
+            table({"aic.nextn": "-1"}, *args)

@@ -85,9 +85,78 @@ fn value(rng: &mut Rng, field: &str) -> Value {
     }
 }
 
-const FIELDS: [&str; 7] =
-    ["gemm_quant", "moe_quant", "kvcache_quant", "fmha_quant", "comm_quant", "free_gpu_memory_fraction", "max_seq_len"];
-const BAD_FIELDS: [&str; 3] = ["kv_quant", "nextn", "GEMM_QUANT"];
+const FIELDS: [&str; 9] = [
+    "gemm_quant",
+    "moe_quant",
+    "kvcache_quant",
+    "fmha_quant",
+    "comm_quant",
+    "free_gpu_memory_fraction",
+    "max_seq_len",
+    "nextn",
+    "nextn_accepted",
+];
+const BAD_FIELDS: [&str; 3] = ["kv_quant", "next_n", "GEMM_QUANT"];
+
+/// An MTP depth as the fuzz wrote it: its draft tokens, the checkpoint's
+/// (`'auto'`), or malformed.
+#[derive(Clone, Copy, PartialEq)]
+enum Depth {
+    Tokens(u32),
+    Auto,
+    Malformed,
+}
+
+fn depth(rng: &mut Rng) -> (Value, Depth) {
+    match rng.below(10) {
+        0 => (raw("0", true), Depth::Tokens(0)),
+        1 | 2 => (raw("1", true), Depth::Tokens(1)),
+        3 => (raw("CAST(3 AS BIGINT)", true), Depth::Tokens(3)),
+        4 => (text("auto", true), Depth::Auto),
+        5 => (raw("2.0", true), Depth::Tokens(2)),
+        6 => (raw("1.5", false), Depth::Malformed),
+        7 => (raw("-1", false), Depth::Malformed),
+        8 => (text("two", false), Depth::Malformed),
+        _ => (raw("65", false), Depth::Malformed),
+    }
+}
+
+fn acceptance(rng: &mut Rng) -> (Value, Option<f64>) {
+    let (sql, a) = match rng.below(8) {
+        0 => ("0.0", 0.0),
+        1 => ("0.5", 0.5),
+        2 => ("1.0", 1.0),
+        3 => ("2.5", 2.5),
+        4 => ("-0.1", -0.1),
+        5 => ("CAST('NaN' AS DOUBLE)", f64::NAN),
+        6 => ("3.0", 3.0),
+        _ => return (raw("CAST(NULL AS DOUBLE)", true), None),
+    };
+    (raw(sql, true), Some(a))
+}
+
+/// Whether a call's MTP fields are well-formed (docs/spec/options.md 2.2):
+/// the depth resolved on the call's model (`'auto'`: DeepSeek-V3 ships one
+/// MTP layer, the Qwen3 checkpoints none); a depth above 0 needs an
+/// acceptance within `[0, depth]` in the estimates, and the step functions
+/// take no acceptance at all.
+fn mtp_well_formed(function: &str, depth: Option<Depth>, accepted: Option<Option<f64>>) -> bool {
+    let estimates = function.starts_with("estimate_");
+    if !estimates && accepted.is_some() {
+        return false;
+    }
+    let model_layers = if function == "step_latency" { 1 } else { 0 };
+    let n = match depth {
+        None => 0,
+        Some(Depth::Malformed) => return false,
+        Some(Depth::Auto) => model_layers,
+        Some(Depth::Tokens(n)) => n,
+    };
+    if n == 0 || !estimates {
+        return true;
+    }
+    matches!(accepted.flatten(), Some(a) if a.is_finite() && (0.0..=f64::from(n)).contains(&a))
+}
 
 /// `(function, call with OPTIONS in place of the struct, the f64 results to check)`.
 const CALLS: [(&str, &str, &[&str]); 5] = [
@@ -149,6 +218,7 @@ fn fuzz_options(seed: u64, budget: std::time::Duration) {
         let mut names: Vec<&str> = Vec::new();
         let mut parts = Vec::new();
         let mut valid = true;
+        let (mut depth_given, mut accepted_given) = (None, None);
         for _ in 0..1 + rng.below(4) {
             let bad = rng.one_in(12);
             let field = if bad { *rng.pick(&BAD_FIELDS) } else { *rng.pick(&FIELDS) };
@@ -156,10 +226,23 @@ fn fuzz_options(seed: u64, budget: std::time::Duration) {
                 continue;
             }
             names.push(field);
-            let v = value(&mut rng, field);
+            let v = match field {
+                "nextn" => {
+                    let (v, d) = depth(&mut rng);
+                    depth_given = Some(d);
+                    v
+                }
+                "nextn_accepted" => {
+                    let (v, a) = acceptance(&mut rng);
+                    accepted_given = Some(a);
+                    v
+                }
+                _ => value(&mut rng, field),
+            };
             valid &= !bad && v.valid;
             parts.push(format!("'{field}', {}", v.sql));
         }
+        valid &= mtp_well_formed(function, depth_given, accepted_given);
         let options = format!("named_struct({})", parts.join(", "));
         let call = template.replace("OPTIONS", &options);
         let sql = if fields.is_empty() {

@@ -58,6 +58,15 @@ fn normalised(key: &str, value: &str) -> Option<String> {
         "max_seq_len" => t.parse::<i64>().ok().filter(|n| (1..=i64::from(u32::MAX)).contains(n)).map(|n| n.to_string()),
         "free_gpu_memory_fraction" if t.is_empty() => Some(String::new()),
         "free_gpu_memory_fraction" => t.parse::<f64>().ok().filter(|f| *f > 0.0 && *f <= 1.0).map(|f| f.to_string()),
+        "nextn" if t.is_empty() => Some(String::new()),
+        "nextn" if l == "auto" => Some("auto".into()),
+        "nextn" => t
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.fract() == 0.0 && (0.0..=64.0).contains(n))
+            .map(|n| if n == 0.0 { String::new() } else { (n as u32).to_string() }),
+        "nextn_accepted" if t.is_empty() => Some(String::new()),
+        "nextn_accepted" => t.parse::<f64>().ok().filter(|a| a.is_finite() && *a >= 0.0).map(|a| a.to_string()),
         _ => None,
     }
 }
@@ -98,6 +107,8 @@ fn value_for(rng: &mut Rng, key: &str) -> String {
         "free_gpu_memory_fraction" => {
             ["", "0.9", "1", " 0.5 ", "1e-3", "0", "-0.1", "1.5", "NaN", "inf"].map(String::from).to_vec()
         }
+        "nextn" => ["", "0", "1", " 3 ", "auto", "AUTO", "2.0", "1.5", "-1", "65", "two"].map(String::from).to_vec(),
+        "nextn_accepted" => ["", "0", "0.8", "1.4", " 2 ", "-0.1", "NaN", "inf"].map(String::from).to_vec(),
         _ => ["true", "false", "on", "off", "1", "0", "TRUE", " False ", "On"].map(String::from).to_vec(),
     };
     match rng.below(3) {
@@ -157,6 +168,8 @@ fn fuzz_settings(seed: u64, budget: std::time::Duration) {
         "comm_quant",
         "max_seq_len",
         "free_gpu_memory_fraction",
+        "nextn",
+        "nextn_accepted",
     ];
     let unknown = ["bogus", "on_misses", "sharedlayer", "backends", "version2", "latest", "data"];
     let (mut sets, mut refused, mut probes) = (0usize, 0usize, 0usize);
@@ -210,11 +223,12 @@ fn fuzz_settings(seed: u64, budget: std::time::Duration) {
             }
         }
         // The probes: full database names answer as before, whatever backend / version / on_miss say.
-        // A quant override changes what a step prices (that is what it is for): under one the step
-        // probes must answer without a panic, and the GEMM probe as before.
+        // A quant override or an MTP depth changes what a step prices (that is what it is for): under
+        // one the step probes must answer without a panic, and the GEMM probe as before.
         let now = current(&rt, &ctx);
         let shared = now.get("aic.shared_layer").cloned().flatten().as_deref() != Some("false");
-        let quant_set = ["gemm_quant", "moe_quant", "kvcache_quant", "fmha_quant", "comm_quant"]
+        // MTP's depth changes what a generation step prices, as a quant mode does.
+        let quant_set = ["gemm_quant", "moe_quant", "kvcache_quant", "fmha_quant", "comm_quant", "nextn"]
             .iter()
             .any(|k| now.get(&format!("aic.{k}")).cloned().flatten().is_some_and(|v| !v.is_empty()));
         for (i, p) in PROBES.iter().enumerate() {

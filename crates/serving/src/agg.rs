@@ -99,7 +99,10 @@ impl AggEstimate {
 impl Server<'_> {
     /// Prices `q`: the spec's `cli_estimate(mode="agg")` on the Python step.
     pub fn estimate_agg(&mut self, q: &AggQuery) -> Result<AggEstimate, ServingError> {
-        let (estimate, memory_ok) = self.agg_unchecked(q)?;
+        let (mut estimate, memory_ok) = self.agg_unchecked(q)?;
+        // The spec projects MTP's acceptance before its OOM check; the check
+        // reads a flag the projection keeps.
+        crate::mtp::project_agg(&mut estimate, self.backend, self.accepted);
         if !memory_ok {
             return Err(self.oom(&q.parallel));
         }

@@ -203,7 +203,7 @@ impl Server<'_> {
         };
         let (worker, seq_per_s_per_gpu, fits) =
             self.worker(Phase::Generation, &shape, *parallel, workers, request_latency, at)?;
-        Ok(StaticRow {
+        let mut row = StaticRow {
             ttft: 0.0,
             tpot: r3(tpot),
             seq_per_s: worker.seq_per_s_per_worker,
@@ -211,7 +211,10 @@ impl Server<'_> {
             tokens_per_s_per_user: r3(if tpot == 0.0 { 0.0 } else { 1000.0 / tpot }),
             worker,
             fits,
-        })
+        };
+        // MTP's acceptance, before the rates are matched (options.md 2.4).
+        crate::mtp::project_decode(&mut row, self.accepted);
+        Ok(row)
     }
 
     /// What a static worker's row reports besides its latencies: requests/s

@@ -24,6 +24,9 @@ pub struct Memory {
     pub total: f64,
 }
 
+/// `(nccl, others)` are the system's NCCL and runtime memory (bytes);
+/// `verified_tokens` is MTP's `nextn + 1` (1 without MTP).
+///
 /// Where the memory is sized: `batch` sequences of `isl + osl` tokens (or
 /// `max_seq_len`), activations for `num_tokens` (0: `(isl - prefix) * batch`).
 #[derive(Debug, Clone, Copy)]
@@ -42,9 +45,9 @@ impl Memory {
         m: &MemoryInputs,
         parallel: &Parallel,
         moe_ep: i64,
-        nccl: f64,
-        others: f64,
+        (nccl, others): (f64, f64),
         at: MemoryAt,
+        verified_tokens: u32,
     ) -> Result<Memory, ServingError> {
         let weights = m.weights_bytes / f64::from(parallel.pp);
         let h = m.attention_width as f64;
@@ -60,6 +63,11 @@ impl Memory {
         let floor = backend.min_activation_bytes();
         if floor > activations {
             activations = floor;
+        }
+        // MTP verifies `nextn + 1` tokens per step: every estimate's
+        // activations scale with them (options.md 2.3 item 4).
+        if verified_tokens > 1 {
+            activations *= f64::from(verified_tokens);
         }
         let mut others = others;
         if let Some((activation_overhead, others_overhead)) = backend.overheads() {

@@ -10,6 +10,7 @@ use aicsql_tables::{DataTree, MemoryInputs, Num, Phase, PhaseSums, StepModel, St
 use crate::backend::Backend;
 use crate::error::ServingError;
 use crate::memory::{Memory, MemoryAt};
+use crate::mtp::NextN;
 use crate::parallel::Parallel;
 
 /// The step model plus what serving adds: the system's memory constants and
@@ -21,6 +22,9 @@ pub struct Server<'a> {
     pub(crate) system: SystemSpec,
     pub(crate) model: String,
     pub(crate) version: String,
+    /// MTP's average accepted draft tokens per step (0.0: MTP off, or none
+    /// accepted): the acceptance projection of every estimate.
+    pub(crate) accepted: f64,
     /// Static passes already priced: a sweep's estimates share many (the
     /// context attention pass of every batch size, a decode step at batch
     /// `b - 1` that is the next batch's mixed-step decode pass).
@@ -97,6 +101,7 @@ impl<'a> Server<'a> {
             system: spec,
             model: model.to_string(),
             version: version.to_string(),
+            accepted: 0.0,
             passes: HashMap::default(),
         })
     }
@@ -108,6 +113,25 @@ impl<'a> Server<'a> {
         self.step = self.step.with_quant_overrides(overrides)?;
         self.passes.clear();
         Ok(self)
+    }
+
+    /// The same server with MTP speculative decoding (docs/spec/options.md
+    /// 2): `nextn` draft tokens per step (`NextN::Auto`: the checkpoint's
+    /// MTP layers) of which `accepted` are accepted on average; `accepted`
+    /// is required and within `[0, nextn]` when the depth is not 0, and
+    /// ignored when it is. The memo starts empty.
+    pub fn with_mtp(mut self, nextn: NextN, accepted: Option<f64>) -> Result<Self, ServingError> {
+        let depth = nextn.resolve(self.step.checkpoint_nextn());
+        let accepted = crate::mtp::accepted_tokens(depth, accepted)?;
+        self.step = self.step.with_nextn(depth)?;
+        self.accepted = accepted;
+        self.passes.clear();
+        Ok(self)
+    }
+
+    /// The MTP draft depth (0: none) and the accepted tokens per step.
+    pub fn mtp(&self) -> (u32, f64) {
+        (self.step.nextn(), self.accepted)
     }
 
     /// The communication mode the results are labelled with.
@@ -124,6 +148,7 @@ impl<'a> Server<'a> {
             system: self.system.clone(),
             model: self.model.clone(),
             version: self.version.clone(),
+            accepted: self.accepted,
             passes: HashMap::default(),
         })
     }
@@ -266,7 +291,8 @@ impl<'a> Server<'a> {
                 self.system.system
             ))
         })?;
-        Memory::compute(self.backend, &inputs, parallel, moe_ep, nccl.as_f64(), others.as_f64(), at)
+        let verified = self.step.nextn() + 1;
+        Memory::compute(self.backend, &inputs, parallel, moe_ep, (nccl.as_f64(), others.as_f64()), at, verified)
     }
 
     /// `gpu.mem_capacity` in bytes.

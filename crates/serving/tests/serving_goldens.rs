@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
 
-use aicsql_serving::{AggEstimate, AggQuery, DisaggEstimate, DisaggQuery, KvSizing, Parallel, Server, WorkerEstimate};
+use aicsql_serving::{
+    AggEstimate, AggQuery, DisaggEstimate, DisaggQuery, KvSizing, NextN, Parallel, Server, WorkerEstimate,
+};
 use aicsql_tables::DataTree;
 use aicsql_tables::step::QuantOverrides;
 use arrow::array::{Array, AsArray};
@@ -310,18 +312,21 @@ fn every_family_context_parallel_golden_point() {
 
 /// The spec's user-facing options (serving_options_goldens.parquet,
 /// docs/spec/options.md): every point whose options aicsql prices (the
-/// quant overrides, TRT-LLM's max_seq_len and free-memory fraction) equal to
+/// quant overrides, TRT-LLM's max_seq_len and free-memory fraction, MTP's
+/// nextn and nextn_accepted) equal to
 /// the spec's, its KV-cache warning included, every error point an error of the
-/// same kind (an unknown mode name, a refused deployment, a missing table,
-/// OOM); the points turning options aicsql does not price yet are counted,
+/// same kind (an unknown mode name, a malformed MTP depth or acceptance, a
+/// refused deployment, a missing table, OOM); the points turning options aicsql does not price yet are counted,
 /// by option, and the counts are part of the test.
 #[test]
 fn every_options_golden_point_aicsql_prices() {
     let report = run_goldens_with("serving_options_goldens.parquet", 92, None, true);
-    assert_eq!(report.priced, 58, "points turning quant overrides and the KV-cache knobs (43 priced, 15 errors)");
+    assert_eq!(
+        report.priced, 83,
+        "points turning quant overrides, the KV-cache knobs and MTP (63 equal: 50 agg, 13 disagg; 20 errors)"
+    );
     let not_yet: Vec<(String, usize)> = report.not_priced.into_iter().collect();
-    let expected: Vec<(String, usize)> =
-        [("image_height", 9), ("nextn", 25)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let expected: Vec<(String, usize)> = [("image_height", 9)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     assert_eq!(not_yet, expected, "points turning options not priced yet, by the first such option");
 }
 
@@ -331,8 +336,7 @@ fn every_options_golden_point_aicsql_prices() {
 /// `Ok(Some(Err))` (the spec's KeyError).
 #[allow(clippy::type_complexity)]
 fn quant_overrides(args: &serde_json::Map<String, Value>) -> Result<Option<Result<QuantOverrides, String>>, String> {
-    const NOT_YET: [&str; 7] =
-        ["image_height", "image_width", "num_images", "enable_encoder_dp", "nextn", "nextn_accepted", "stride"];
+    const NOT_YET: [&str; 5] = ["image_height", "image_width", "num_images", "enable_encoder_dp", "stride"];
     if let Some(option) = NOT_YET.iter().find(|o| args.contains_key(**o)) {
         return Err(option.to_string());
     }
@@ -411,14 +415,43 @@ fn run_goldens_with(file: &str, at_least: usize, gap: Option<&str>, strict_error
             }
         };
         priced += 1;
-        let key = (p.model.clone(), p.db.clone(), format!("{overrides:?}"));
+        // MTP: a malformed depth is refused before anything is built, as
+        // the spec validates it first; the acceptance when the server is.
+        let nextn = match p.args.get("nextn") {
+            None => NextN::Off,
+            Some(Value::String(text)) => NextN::parse(text).unwrap_or_else(|e| panic!("{id}: {e}")),
+            Some(v) => match NextN::from_number(v.as_f64().unwrap_or(f64::NAN), &v.to_string()) {
+                Ok(n) => n,
+                Err(e) => {
+                    match &p.error {
+                        Some(spec) if same_error_kind(spec, &e) => errors_ok += 1,
+                        _ => failures.push(format!("{id}: ours refuses nextn ({e}), the spec {:?}", p.error)),
+                    }
+                    continue;
+                }
+            },
+        };
+        let accepted = p.args.get("nextn_accepted").and_then(Value::as_f64);
+        let key = (p.model.clone(), p.db.clone(), format!("{overrides:?} {nextn:?} {accepted:?}"));
         if !servers.contains_key(&key) {
             let parts: Vec<&str> = p.db.split('/').collect();
             let [system, backend, version] = parts[..] else { panic!("db {}", p.db) };
             let server = Server::new(&tree, &p.model, system, backend, version, true)
                 .and_then(|s| s.with_quant_overrides(overrides))
                 .unwrap_or_else(|e| panic!("{} on {}: {e}", p.model, p.db));
-            servers.insert(key.clone(), server);
+            match server.with_mtp(nextn, accepted) {
+                Ok(server) => {
+                    servers.insert(key.clone(), server);
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    match &p.error {
+                        Some(spec) if same_error_kind(spec, &e) => errors_ok += 1,
+                        _ => failures.push(format!("{id}: ours refuses the MTP options ({e}), the spec {:?}", p.error)),
+                    }
+                    continue;
+                }
+            }
         }
         let Some(server) = servers.get_mut(&key) else { unreachable!() };
         let a = &p.args;

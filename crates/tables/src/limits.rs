@@ -14,6 +14,9 @@ pub const MAX_OSL: u32 = 1 << 20;
 pub const MAX_TOKENS: u64 = 1 << 32;
 /// Any one parallel degree (`tp`, `moe_tp`, `moe_ep`), GPUs.
 pub const MAX_PARALLEL: u32 = 4_096;
+/// MTP draft tokens per decode step (real checkpoints ship 1 to 3 MTP
+/// layers; a decode step then verifies `nextn + 1` tokens per request).
+pub const MAX_NEXTN: u32 = 64;
 
 /// `value` of `argument` checked against its `limit`.
 pub fn check(argument: &str, value: u64, limit: u64) -> Result<(), String> {

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigOptions, ExtensionOptions};
 use datafusion::common::{Result, config_err};
 
-use aicsql_serving::KvSizing;
+use aicsql_serving::{KvSizing, NextN};
 use aicsql_tables::step::QuantOverrides;
 
 /// What a data miss (the spec raises) turns into.
@@ -58,6 +58,10 @@ pub struct AicOptions {
     /// TRT-LLM's KV-cache knobs (`aic.max_seq_len`,
     /// `aic.free_gpu_memory_fraction`; empty: the spec's defaults).
     pub kv_sizing: KvSizing,
+    /// MTP speculative decoding (`aic.nextn`, `aic.nextn_accepted`; off by
+    /// default), under a row's options.
+    pub nextn: NextN,
+    pub nextn_accepted: Option<f64>,
 }
 
 impl Default for AicOptions {
@@ -71,6 +75,8 @@ impl Default for AicOptions {
             strict_sla: false,
             quant: QuantOverrides::default(),
             kv_sizing: KvSizing::default(),
+            nextn: NextN::Off,
+            nextn_accepted: None,
         }
     }
 }
@@ -78,7 +84,7 @@ impl Default for AicOptions {
 /// The largest `aic.top_n` (a search keeps one best config per layout).
 const MAX_TOP_N: usize = 1000;
 
-const DESCRIPTIONS: [(&str, &str); 13] = [
+const DESCRIPTIONS: [(&str, &str); 15] = [
     (
         "backend",
         "Backend used when a database argument names only a system, e.g. 'vllm'. Empty: the argument must name it.",
@@ -118,6 +124,14 @@ const DESCRIPTIONS: [(&str, &str); 13] = [
     (
         "free_gpu_memory_fraction",
         "TRT-LLM aggregated deployments: the share of free GPU memory the KV cache may take, in (0, 1] (--free-gpu-memory-fraction); empty: 0.9.",
+    ),
+    (
+        "nextn",
+        "MTP speculative decoding: draft tokens per decode step (--nextn), an integer or 'auto' (the checkpoint's num_nextn_predict_layers); empty or 0 (default): off.",
+    ),
+    (
+        "nextn_accepted",
+        "MTP: average accepted draft tokens per decode step, in [0, nextn] (--nextn-accepted); required when nextn > 0, ignored otherwise.",
     ),
 ];
 
@@ -229,6 +243,22 @@ impl ExtensionOptions for AicOptions {
                     },
                 }
             }
+            "nextn" => {
+                self.nextn = match value {
+                    "" => NextN::Off,
+                    v => NextN::parse(v)
+                        .map_err(|e| datafusion::common::DataFusionError::Configuration(format!("aic.nextn: {e}")))?,
+                }
+            }
+            "nextn_accepted" => {
+                self.nextn_accepted = match value {
+                    "" => None,
+                    v => match v.parse::<f64>().ok().filter(|a| a.is_finite() && *a >= 0.0) {
+                        Some(a) => Some(a),
+                        None => return config_err!("aic.nextn_accepted must be a number >= 0, not '{v}'"),
+                    },
+                }
+            }
             other => {
                 let known: Vec<String> = DESCRIPTIONS.iter().map(|(k, _)| format!("aic.{k}")).collect();
                 return config_err!("unknown setting aic.{other}; aicsql has {}", known.join(", "));
@@ -257,6 +287,12 @@ impl ExtensionOptions for AicOptions {
                     "free_gpu_memory_fraction" => {
                         self.kv_sizing.free_gpu_memory_fraction.map(|f| f.to_string()).unwrap_or_default()
                     }
+                    "nextn" => match self.nextn {
+                        NextN::Off => String::new(),
+                        NextN::Depth(n) => n.to_string(),
+                        NextN::Auto => "auto".into(),
+                    },
+                    "nextn_accepted" => self.nextn_accepted.map(|a| a.to_string()).unwrap_or_default(),
                     _ => self.shared_layer.to_string(),
                 }),
                 description,
@@ -294,7 +330,9 @@ mod tests {
                 "aic.fmha_quant",
                 "aic.comm_quant",
                 "aic.max_seq_len",
-                "aic.free_gpu_memory_fraction"
+                "aic.free_gpu_memory_fraction",
+                "aic.nextn",
+                "aic.nextn_accepted"
             ]
         );
         o.set("kvcache_quant", "fp8").expect("valid");

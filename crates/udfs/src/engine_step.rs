@@ -144,6 +144,10 @@ impl RowsFunction for EngineStep {
             options.shared_layer,
         )
         .and_then(|step| step.with_quant_overrides(options.quant))
+        .and_then(|step| {
+            let depth = options.nextn.resolve(step.checkpoint_nextn());
+            step.with_nextn(depth)
+        })
         .and_then(|mut step| step.report(phase, &shape));
         let outcome = match report {
             Ok(report) => Outcome::Report(report),

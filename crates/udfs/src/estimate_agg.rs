@@ -212,7 +212,7 @@ impl ScalarUDFImpl for EstimateAgg {
                 };
                 let row_options = row_options.get(row)?;
                 q.kv_sizing = row_options.kv_sizing;
-                let (server, db_name) = servers.get_with(model, db, row_options.quant)?;
+                let (server, db_name) = servers.get_with(model, db, row_options.model)?;
                 match server.estimate_agg(&q) {
                     Ok(e) => push(&mut out, &e, server, &mut buf)?,
                     Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => {

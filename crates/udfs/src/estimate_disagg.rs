@@ -248,7 +248,7 @@ impl ScalarUDFImpl for EstimateDisagg {
                     out.push_null();
                     continue;
                 };
-                let (server, db_name) = servers.get_with(model, db, row_options.quant(row)?)?;
+                let (server, db_name) = servers.get_with(model, db, row_options.model(row)?)?;
                 match server.estimate_disagg(&q) {
                     Ok(e) => push(&mut out, &e, server, &mut bufs)?,
                     Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => {

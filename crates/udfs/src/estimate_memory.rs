@@ -84,7 +84,7 @@ impl ScalarUDFImpl for EstimateMemory {
                 };
                 let row_options = row_options.get(row)?;
                 q.kv_sizing = row_options.kv_sizing;
-                let (server, db_name) = servers.get_with(model, db, row_options.quant)?;
+                let (server, db_name) = servers.get_with(model, db, row_options.model)?;
                 match server.agg_memory(&q) {
                     Ok((m, capacity_gib)) => out.push(&[
                         m.weights.into(),

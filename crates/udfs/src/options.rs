@@ -21,7 +21,7 @@ use datafusion::arrow::datatypes::{DataType, Fields};
 use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err};
 use datafusion::logical_expr::ColumnarValue;
 
-use aicsql_serving::KvSizing;
+use aicsql_serving::{KvSizing, NextN};
 use aicsql_tables::TablesError;
 use aicsql_tables::step::QuantOverrides;
 
@@ -36,10 +36,14 @@ enum Kind {
     Fraction,
     /// An integer >= 1.
     Length,
+    /// MTP's draft depth: an integer >= 0, or the text 'auto'.
+    Depth,
+    /// MTP's accepted draft tokens per step: a number in [0, nextn].
+    Accepted,
 }
 
 /// The options the functions take, in the order the reference lists them.
-const OPTIONS: [(&str, Kind); 7] = [
+const OPTIONS: [(&str, Kind); 9] = [
     ("gemm_quant", Kind::Quant),
     ("moe_quant", Kind::Quant),
     ("kvcache_quant", Kind::Quant),
@@ -47,7 +51,13 @@ const OPTIONS: [(&str, Kind); 7] = [
     ("comm_quant", Kind::Quant),
     ("free_gpu_memory_fraction", Kind::Fraction),
     ("max_seq_len", Kind::Length),
+    ("nextn", Kind::Depth),
+    ("nextn_accepted", Kind::Accepted),
 ];
+
+/// The functions that project MTP's acceptance onto their results (the
+/// step functions price one verification iteration and take no acceptance).
+const PROJECTING: [&str; 3] = ["estimate_agg", "estimate_disagg", "estimate_memory"];
 
 /// What the reference says of the `options` argument.
 pub(crate) const OPTIONS_DOC: &str = "Optional, last: a STRUCT of the spec's options, any subset in any order, \
@@ -55,7 +65,12 @@ pub(crate) const OPTIONS_DOC: &str = "Optional, last: a STRUCT of the spec's opt
      kvcache_quant, fmha_quant (the spec's mode names: bfloat16, fp8, fp8_block, nvfp4, ...) and comm_quant \
      (half, int8, fp8; a label here). TRT-LLM's KV-cache knobs of an aggregated deployment: max_seq_len (the \
      sequence length the KV cache is sized for; default isl + osl) and free_gpu_memory_fraction (in (0, 1]; \
-     default 0.9), which vLLM, SGLang and disaggregated workers ignore, as the spec does. A NULL or absent \
+     default 0.9), which vLLM, SGLang and disaggregated workers ignore, as the spec does. MTP speculative \
+     decoding: nextn (draft tokens per decode step, an integer or 'auto' for the checkpoint's MTP layers; 0: \
+     off) and nextn_accepted (average accepted draft tokens per step, in [0, nextn], required when nextn > 0): \
+     a decode step verifies nextn + 1 tokens and runs (L + nextn) / L times the layers, TPOT and rates are \
+     projected by 1 + nextn_accepted at the spec's three decimals (the step functions take nextn only). A NULL or \
+     absent \
      field takes the session's SET aic.<field> (default: the spec's). An unknown field, mode name or \
      out-of-range value is an error; a mode the database has no data for is a miss.";
 
@@ -79,12 +94,16 @@ fn check_fields(function: &str, fields: &Fields) -> std::result::Result<(), Stri
             Kind::Quant => is_text(t),
             Kind::Fraction => t.is_numeric() || t == &DataType::Null,
             Kind::Length => t.is_integer() || t == &DataType::Null,
+            Kind::Depth => t.is_numeric() || is_text(t),
+            Kind::Accepted => t.is_numeric() || t == &DataType::Null,
         };
         if !fits {
             let what = match kind {
                 Kind::Quant => "text (a mode name)",
                 Kind::Fraction => "a number",
                 Kind::Length => "an integer",
+                Kind::Depth => "an integer or 'auto'",
+                Kind::Accepted => "a number",
             };
             return Err(format!("{function}: option {name} must be {what}, got {t}"));
         }
@@ -112,12 +131,25 @@ enum Column {
     Quant(StringArray),
     Fraction(Float64Array),
     Length(Int64Array),
+    /// `nextn` given as numbers or as text.
+    DepthNumber(Float64Array),
+    DepthText(StringArray),
+}
+
+/// The options a model is built with: one warm model per distinct set.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct ModelOptions {
+    pub quant: QuantOverrides,
+    pub nextn: NextN,
+    /// Checked against `nextn` when both are known (a serving model
+    /// requires it when the depth is not 0).
+    pub nextn_accepted: Option<f64>,
 }
 
 /// The options of one row: every option the functions take.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct RowOptions {
-    pub quant: QuantOverrides,
+    pub model: ModelOptions,
     pub kv_sizing: KvSizing,
 }
 
@@ -140,7 +172,17 @@ pub(crate) struct Options {
 impl Options {
     /// `value` (the trailing STRUCT, if any) over the session's `settings`.
     pub(crate) fn new(function: &'static str, value: Option<&ColumnarValue>, settings: &AicOptions) -> Result<Options> {
-        let defaults = RowOptions { quant: settings.quant, kv_sizing: settings.kv_sizing };
+        let projects = PROJECTING.contains(&function);
+        let defaults = RowOptions {
+            model: ModelOptions {
+                quant: settings.quant,
+                nextn: settings.nextn,
+                // The step prices one verification iteration: the session's
+                // acceptance is for the estimates.
+                nextn_accepted: settings.nextn_accepted.filter(|_| projects),
+            },
+            kv_sizing: settings.kv_sizing,
+        };
         let Some(value) = value else { return Ok(Options { function, defaults, given: None }) };
         let (array, scalar): (ArrayRef, bool) = match value {
             ColumnarValue::Array(a) => (Arc::clone(a), false),
@@ -154,20 +196,32 @@ impl Options {
         };
         let DataType::Struct(fields) = structs.data_type() else { unreachable!("a StructArray's type is Struct") };
         check_fields(function, fields).map_err(DataFusionError::Execution)?;
+        if !projects && fields.iter().any(|f| f.name() == "nextn_accepted") {
+            return exec_err!(
+                "{function}: option nextn_accepted is for the estimates (estimate_agg, estimate_disagg, \
+                 estimate_memory); a step prices one verification iteration of nextn + 1 tokens, whatever is accepted"
+            );
+        }
         let mut columns = Vec::with_capacity(fields.len());
         for (field, values) in fields.iter().zip(structs.columns()) {
             let Some(&(name, kind)) = OPTIONS.iter().find(|(known, _)| known == field.name()) else {
                 unreachable!("checked above")
             };
+            let depth_as_text = kind == Kind::Depth && is_text(values.data_type());
             let target = match kind {
                 Kind::Quant => DataType::Utf8,
-                Kind::Fraction => DataType::Float64,
+                Kind::Depth if depth_as_text => DataType::Utf8,
+                Kind::Fraction | Kind::Depth | Kind::Accepted => DataType::Float64,
                 Kind::Length => DataType::Int64,
             };
             let cast = cast(values, &target)?;
+            let strings = || cast.as_any().downcast_ref::<StringArray>().cloned();
+            let floats = || cast.as_any().downcast_ref::<Float64Array>().cloned();
             let column = match kind {
-                Kind::Quant => cast.as_any().downcast_ref::<StringArray>().cloned().map(Column::Quant),
-                Kind::Fraction => cast.as_any().downcast_ref::<Float64Array>().cloned().map(Column::Fraction),
+                Kind::Quant => strings().map(Column::Quant),
+                Kind::Fraction | Kind::Accepted => floats().map(Column::Fraction),
+                Kind::Depth if depth_as_text => strings().map(Column::DepthText),
+                Kind::Depth => floats().map(Column::DepthNumber),
                 Kind::Length => cast.as_any().downcast_ref::<Int64Array>().cloned().map(Column::Length),
             };
             let Some(column) = column else { return exec_err!("{function}: option {name} did not cast to {target}") };
@@ -192,7 +246,7 @@ impl Options {
                     let bad = |e: TablesError| {
                         DataFusionError::Execution(format!("{function}: option {name} = '{value}': {e}"))
                     };
-                    let q = &mut out.quant;
+                    let q = &mut out.model.quant;
                     match *name {
                         "gemm_quant" => q.gemm = Some(value.parse().map_err(bad)?),
                         "moe_quant" => q.moe = Some(value.parse().map_err(bad)?),
@@ -201,8 +255,24 @@ impl Options {
                         _ => q.comm = Some(value.parse().map_err(bad)?),
                     }
                 }
+                Column::Fraction(values) if !values.is_null(row) && *name == "nextn_accepted" => {
+                    out.model.nextn_accepted = Some(values.value(row));
+                }
                 Column::Fraction(values) if !values.is_null(row) => {
                     out.kv_sizing.free_gpu_memory_fraction = Some(fraction(function, values.value(row))?);
+                }
+                Column::DepthNumber(values) if !values.is_null(row) => {
+                    let value = values.value(row);
+                    let text = aicsql_tables::pymath::py_repr(aicsql_tables::Num::Float(value));
+                    let text = text.strip_suffix(".0").unwrap_or(&text);
+                    out.model.nextn = NextN::from_number(value, text)
+                        .map_err(|e| DataFusionError::Execution(format!("{function}: option nextn = {text}: {e}")))?;
+                }
+                Column::DepthText(values) if !values.is_null(row) => {
+                    let value = values.value(row);
+                    out.model.nextn = NextN::parse(value).map_err(|e| {
+                        DataFusionError::Execution(format!("{function}: option nextn = '{value}': {e}"))
+                    })?;
                 }
                 Column::Length(values) if !values.is_null(row) => {
                     out.kv_sizing.max_seq_len = Some(length(function, values.value(row))?);
@@ -210,12 +280,27 @@ impl Options {
                 _ => {}
             }
         }
+        if PROJECTING.contains(&function) {
+            accepted_in_range(function, &out.model)?;
+        }
         Ok(out)
     }
 
-    /// The quant modes of `row` (the functions that size no KV cache).
-    pub(crate) fn quant(&self, row: usize) -> Result<QuantOverrides> {
-        self.get(row).map(|o| o.quant)
+    /// The model options of `row` (the functions that size no KV cache).
+    pub(crate) fn model(&self, row: usize) -> Result<ModelOptions> {
+        self.get(row).map(|o| o.model)
+    }
+}
+
+/// MTP's accepted tokens against a numeric depth (the spec's rule: given,
+/// and within `[0, nextn]`); a depth of 'auto' is checked when the
+/// checkpoint resolves it, as the serving model is built.
+fn accepted_in_range(function: &str, options: &ModelOptions) -> Result<()> {
+    match (options.nextn, options.nextn_accepted) {
+        (NextN::Depth(n), a) => aicsql_serving::accepted_tokens(n, a)
+            .map(|_| ())
+            .map_err(|e| DataFusionError::Execution(format!("{function}: option nextn_accepted: {e}"))),
+        _ => Ok(()),
     }
 }
 

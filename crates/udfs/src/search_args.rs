@@ -56,6 +56,10 @@ pub(crate) fn refuse_quant_settings(function: &str, options: &AicOptions) -> Res
              unset them (SET aic.max_seq_len = '') first"
         );
     }
+    if options.nextn != aicsql_serving::NextN::Off {
+        // options.md 2.5: the spec's search prices MTP; aicsql's does not yet.
+        return plan_err!("{function}: the search does not take aic.nextn yet; unset it (SET aic.nextn = '') first");
+    }
     if options.quant.is_empty() {
         return Ok(());
     }

@@ -68,7 +68,7 @@ impl ScalarUDFImpl for StepLatency {
                     out.append_null();
                     continue;
                 };
-                let (step, db_name) = models.get_with(call.model, call.db, row_options.quant(row)?)?;
+                let (step, db_name) = models.get_with(call.model, call.db, row_options.model(row)?)?;
                 match step.latency(call.phase, &call.shape) {
                     Ok(ms) => out.append_value(ms),
                     Err(StepError::Miss { .. } | StepError::Refused(_)) if options.on_miss == OnMiss::Null => {

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use aicsql_serving::{Server, ServingError};
 use aicsql_tables::DataTree;
-use aicsql_tables::step::{QuantOverrides, StepError, StepModel};
+use aicsql_tables::step::{StepError, StepModel};
+
+use crate::options::ModelOptions;
 use datafusion::common::DataFusionError;
 
 use crate::config::AicOptions;
@@ -44,7 +46,7 @@ pub(crate) trait Built: Sized + Send {
         model: &str,
         database: (&str, &str, &str),
         shared: bool,
-        quant: QuantOverrides,
+        options: ModelOptions,
     ) -> Result<Self, ServingError>;
 }
 
@@ -54,9 +56,13 @@ impl Built for StepModel<'static> {
         model: &str,
         (system, backend, version): (&str, &str, &str),
         shared: bool,
-        quant: QuantOverrides,
+        options: ModelOptions,
     ) -> Result<Self, ServingError> {
-        Ok(StepModel::shared(Arc::clone(tree), model, system, backend, version, shared)?.with_quant_overrides(quant)?)
+        let step = StepModel::shared(Arc::clone(tree), model, system, backend, version, shared)?
+            .with_quant_overrides(options.quant)?;
+        // A step takes no acceptance (the options refuse it for steps).
+        let depth = options.nextn.resolve(step.checkpoint_nextn());
+        Ok(step.with_nextn(depth)?)
     }
 }
 
@@ -66,9 +72,11 @@ impl Built for Server<'static> {
         model: &str,
         (system, backend, version): (&str, &str, &str),
         shared: bool,
-        quant: QuantOverrides,
+        options: ModelOptions,
     ) -> Result<Self, ServingError> {
-        Server::shared(Arc::clone(tree), model, system, backend, version, shared)?.with_quant_overrides(quant)
+        Server::shared(Arc::clone(tree), model, system, backend, version, shared)?
+            .with_quant_overrides(options.quant)?
+            .with_mtp(options.nextn, options.nextn_accepted)
     }
 }
 
@@ -89,21 +97,25 @@ pub(crate) struct Models<T> {
     last: usize,
 }
 
-/// One built model: (model, db as given, quant overrides, db resolved, model).
-type Entry<T> = (String, String, QuantOverrides, String, T);
+/// One built model: (model, db as given, its options, db resolved, model).
+type Entry<T> = (String, String, ModelOptions, String, T);
 
 impl<T: Built> Models<T> {
     /// The model for `(model, db)` with the session's quant modes, and the
     /// resolved database name.
     pub(crate) fn get(&mut self, model: &str, db: &str) -> Result<(&mut T, &str), NoModel> {
-        let quant = self.options.quant;
-        self.get_with(model, db, quant)
+        let options = ModelOptions {
+            quant: self.options.quant,
+            nextn: self.options.nextn,
+            nextn_accepted: self.options.nextn_accepted,
+        };
+        self.get_with(model, db, options)
     }
 
-    /// [`Self::get`] with the quant modes `quant` (a row's options over the
-    /// session's).
-    pub(crate) fn get_with(&mut self, model: &str, db: &str, quant: QuantOverrides) -> Result<(&mut T, &str), NoModel> {
-        let hit = |e: &Entry<T>| e.0 == model && e.1 == db && e.2 == quant;
+    /// [`Self::get`] with the model options `options` (a row's options over
+    /// the session's).
+    pub(crate) fn get_with(&mut self, model: &str, db: &str, options: ModelOptions) -> Result<(&mut T, &str), NoModel> {
+        let hit = |e: &Entry<T>| e.0 == model && e.1 == db && e.2 == options;
         let index = match self.entries.get(self.last).filter(|e| hit(e)) {
             Some(_) => self.last,
             None => match self.entries.iter().position(hit) {
@@ -123,7 +135,7 @@ impl<T: Built> Models<T> {
                         model,
                         (&database.system, &database.backend, &database.version),
                         self.options.shared_layer,
-                        quant,
+                        options,
                     )
                     .map_err(|e| match e {
                         ServingError::Step(e @ StepError::Data(_)) => {
@@ -140,7 +152,7 @@ impl<T: Built> Models<T> {
                     if self.entries.len() >= MAX_MODELS {
                         self.entries.clear();
                     }
-                    self.entries.push((model.to_string(), db.to_string(), quant, name, step));
+                    self.entries.push((model.to_string(), db.to_string(), options, name, step));
                     self.entries.len() - 1
                 }
             },

@@ -74,7 +74,7 @@ impl ScalarUDFImpl for StepStatus {
                     out.append_null();
                     continue;
                 };
-                let (step, db_name) = match models.get_with(call.model, call.db, row_options.quant(row)?) {
+                let (step, db_name) = match models.get_with(call.model, call.db, row_options.model(row)?) {
                     Ok(found) => found,
                     Err(NoModel::Refused { reason, .. }) => {
                         out.append_value(format!("refused: {reason}"));

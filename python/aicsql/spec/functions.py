@@ -20,6 +20,11 @@ The bridge passes the session's ``aic.*`` settings as a dict of strings
                   optional: the spec's memory knobs of the aggregated
                   estimate on trtllm ('' = unset; a number in (0, 1], an
                   integer >= 1); everything else ignores them
+``nextn``, ``nextn_accepted``
+                  optional: MTP speculative decoding ('' = unset; an
+                  integer >= 0 or 'auto', a number): the step and serving
+                  estimates take the depth, the serving ones the accepted
+                  tokens; the searches refuse them, the GEMM functions ignore them
 
 Invalid input (unknown quant mode or database, shape out of range) always
 raises ValueError naming the bad value and listing what is valid; NULL in
@@ -35,7 +40,7 @@ import pyarrow as pa
 from .data import Database, DataTree, open_tree
 from .gemm import GemmMiss, GemmTable, load_table
 from .sol import QuantMode, SystemSpec, gemm_quant, gemm_sol as _gemm_sol
-from .step.options import QUANT_OPTIONS, memory_settings, quant_overrides
+from .step.options import settings_options
 
 __all__ = [
     "MAX_GEMM_DIM",
@@ -107,10 +112,8 @@ class _Settings:
         self.shared_layer = _flag(s.get("shared_layer", "true"), "shared_layer")
         self.data = data if data is not None else (s.get("data") or None)
         self.tree: DataTree = open_tree(self.data)
-        # The quant overrides of the estimators' batch forms ('' = none).
-        self.quant = quant_overrides({k: s[k] for k in QUANT_OPTIONS if k in s})
-        # The memory knobs of the estimators' batch forms ('' = unset).
-        self.memory = memory_settings(s)
+        # The options of the estimators' batch forms: quant overrides, memory knobs, MTP ('' = unset).
+        self.options = settings_options(s)
 
 
 def check_shape(m: int, n: int, k: int) -> None:

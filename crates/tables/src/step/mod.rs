@@ -14,6 +14,7 @@ mod gemma4;
 mod gemms;
 mod hybrid;
 mod model;
+mod mtp;
 mod nemotron_h;
 mod nemotron_nas;
 mod ops;
@@ -139,6 +140,9 @@ struct Prepared {
     /// rank's `ceil(x / cp)` tokens; DEEPSEEKV32 splits only inside its own
     /// ops (families_dsa.md 7), so its steps evaluate at cp 1.
     splits_tokens: bool,
+    /// Tokens one request runs through a step of this list: MTP's `nextn +
+    /// 1` verified tokens in a generation step, else 1.
+    tokens_per_request: i64,
 }
 
 impl Prepared {
@@ -165,6 +169,7 @@ impl Prepared {
             reads_sequence,
             weights_bytes: None,
             splits_tokens: true,
+            tokens_per_request: 1,
         }
     }
 }
@@ -185,6 +190,12 @@ pub struct StepModel<'a> {
     /// The FMHA mode of the checkpoint's own quant fields, before any
     /// family rule (DeepSeek-V4 prices bfloat16 attention math).
     checkpoint_fmha: Option<FmhaQuant>,
+    /// MTP draft depth (docs/spec/options.md 2.3): generation ops count
+    /// `(nextn + L) / L` times and a decode step verifies `nextn + 1` tokens
+    /// per request. 0: no speculative decoding.
+    nextn: u32,
+    /// The checkpoint's `num_nextn_predict_layers` (what `nextn = 'auto'` means).
+    checkpoint_nextn: u32,
     prepared: Vec<Prepared>,
     /// Where each key's list is in `prepared` (a search keeps hundreds).
     prepared_at: foldhash::HashMap<PrepKey, usize>,
@@ -235,6 +246,7 @@ impl<'a> StepModel<'a> {
         let desc = ModelDesc::from_config(&cfg)?;
         let mut inferred = quants::infer(&cfg)?;
         let checkpoint_fmha = inferred.fmha;
+        let checkpoint_nextn = mtp::checkpoint_depth(&cfg)?;
         if let Some(v4) = &desc.dsv4 {
             inferred = v4.infer(inferred);
         }
@@ -246,6 +258,8 @@ impl<'a> StepModel<'a> {
             inferred,
             overrides: QuantOverrides::default(),
             checkpoint_fmha,
+            nextn: 0,
+            checkpoint_nextn,
             prepared: Vec::new(),
             prepared_at: Default::default(),
             shared: Vec::new(),
@@ -275,6 +289,32 @@ impl<'a> StepModel<'a> {
         Ok(self)
     }
 
+    /// The same model with MTP speculative decoding of `nextn` draft tokens
+    /// per step (docs/spec/options.md 2.3; 0 turns it off). NemotronNas
+    /// refuses it, as the spec's constructor does: every step it prices is
+    /// then refused (a deployment, not an argument, the spec refuses).
+    pub fn with_nextn(mut self, nextn: u32) -> Result<Self, StepError> {
+        if nextn == self.nextn {
+            return Ok(self);
+        }
+        limits::check("nextn", u64::from(nextn), u64::from(limits::MAX_NEXTN)).map_err(StepError::Input)?;
+        self.nextn = nextn;
+        self.prepared.clear();
+        self.prepared_at.clear();
+        Ok(self)
+    }
+
+    /// The MTP draft depth the model is priced with (0: none).
+    pub fn nextn(&self) -> u32 {
+        self.nextn
+    }
+
+    /// The checkpoint's MTP depth, `num_nextn_predict_layers` (0 when it
+    /// ships no MTP layers): what the spec's `nextn = 'auto'` resolves to.
+    pub fn checkpoint_nextn(&self) -> u32 {
+        self.checkpoint_nextn
+    }
+
     /// The quant modes the caller set (empty: the checkpoint's).
     pub fn quant_overrides(&self) -> QuantOverrides {
         self.overrides
@@ -291,6 +331,8 @@ impl<'a> StepModel<'a> {
             inferred: self.inferred,
             overrides: self.overrides,
             checkpoint_fmha: self.checkpoint_fmha,
+            nextn: self.nextn,
+            checkpoint_nextn: self.checkpoint_nextn,
             prepared: Vec::new(),
             prepared_at: Default::default(),
             shared: Vec::new(),
@@ -446,6 +488,11 @@ impl<'a> StepModel<'a> {
                 "comm_quant other than 'half' is not priced with context parallelism (cp > 1) yet",
             ));
         }
+        if self.nextn > 0 && self.desc.family == Family::NemotronNas {
+            return Err(StepError::Refused(
+                "NemotronNas does not support MTP speculative decoding (nextn must be 0)".into(),
+            ));
+        }
         let par = self.desc.parallel(shape, self.tables.backend())?;
         let modes = match phase {
             Phase::Context => self.context_fmha_modes(),
@@ -475,8 +522,15 @@ impl<'a> StepModel<'a> {
             quants = v4.quants(quants, self.tables.backend(), self.tables.sol.sm_version());
         }
         self.desc.check_moe_blocks(&par, quants.moe)?;
-        let mut prep = Prepared::new(quants, op_list(&self.desc, &par, &quants, phase));
+        let mut list = op_list(&self.desc, &par, &quants, phase);
+        if phase == Phase::Generation {
+            mtp::scale_generation_counts(&self.desc, self.nextn, &mut list.ops, &mut list.subs);
+        }
+        let mut prep = Prepared::new(quants, list);
         prep.splits_tokens = self.desc.family != Family::Dsa;
+        if phase == Phase::Generation {
+            prep.tokens_per_request = i64::from(self.nextn) + 1;
+        }
         if prep.names.len() > MAX_NAMES {
             // A builder bug, not a user's: every family has fewer names.
             return Err(StepError::input(format!(
@@ -724,7 +778,9 @@ fn phase_sums<S: Sink>(
 ) -> Result<[f64; MAX_NAMES], StepError> {
     let prefix = phase.prefix();
     tables.paths = S::ROWS;
-    let (batch, isl) = (i64::from(q.batch), i64::from(q.isl));
+    // A generation step of MTP verifies `nextn + 1` tokens per request: the
+    // spec runs it as a batch that many times larger (options.md 2.3 item 3).
+    let (batch, isl) = (i64::from(q.batch) * prep.tokens_per_request, i64::from(q.isl));
     let row = |index: usize, op: &Op, v: &eval::OpValue, total: f64| OpRow {
         row_kind: RowKind::Op,
         op_index: index as i32,

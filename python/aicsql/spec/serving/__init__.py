@@ -7,7 +7,9 @@ workers with rate matching) and the memory model, over the engine step of
 * `backends` -- the per-backend hooks (scheduling, queueing, memory coefficients);
 * `memory`   -- the memory model, the OOM and KV-budget checks;
 * `estimate` -- the mixed / decode-only steps, the aggregated and the
-  disaggregated estimate, numpy's 3-decimal rounding;
+  disaggregated estimate;
+* `speculative` -- MTP's acceptance projection of the results;
+* `rounding` -- numpy's 3-decimal rounding of the spec's frames;
 * `api`      -- `estimate_agg`, `estimate_disagg`, `estimate_memory` and their
   batch forms for the Rust bridge (``py_estimate_agg``, ...).
 """
@@ -24,7 +26,8 @@ from .api import (
     estimate_memory_batch,
     parse_parallel,
 )
-from .estimate import ServingMiss, numpy_round3
+from .estimate import ServingMiss
+from .rounding import numpy_round3
 
 __all__ = [
     "AGG_SCHEMA",

@@ -65,6 +65,20 @@ naming it (``str`` of the value; ``backend default`` when not given). vllm,
 sglang and ``estimate_disagg`` accept and ignore both, as the spec does. The
 batch forms read the same knobs from the settings ``aic.free_gpu_memory_fraction``
 and ``aic.max_seq_len`` ('' = unset).
+
+``options`` also takes MTP speculative decoding (docs/spec/options.md 2):
+``nextn``, the draft depth (an integer >= 0, or 'auto': the checkpoint's
+``num_nextn_predict_layers``, 0 when it has none), and ``nextn_accepted``,
+the average accepted draft tokens per decode iteration, required once the
+depth is > 0 (within ``[0, nextn]``; ignored at depth 0). Both sides of a
+disaggregated estimate run at the depth. The steps then price verification
+iterations (generation op counts times ``(nextn + L) / L``, ``nextn + 1``
+tokens per request and step, activations times ``nextn + 1``) and the result
+is projected over the accepted tokens (`aicsql.spec.serving.speculative`):
+the aggregated result, the decode worker's row before the rate matching.
+Malformed values are ValueErrors with the spec's texts, always raised;
+NEMOTRONNAS with ``nextn > 0`` is a refused deployment (a reason). The batch
+forms read ``aic.nextn`` and ``aic.nextn_accepted`` ('' = unset).
 """
 
 from __future__ import annotations
@@ -77,8 +91,8 @@ import pyarrow as pa
 from ..data import Database
 from ..limits import MAX_ISL, check_step
 from ..step.api import _int_arg, _pylist, _settings
-from ..step.engine import DeploymentRefused, StepContext, step_context
-from ..step.options import MemoryOptions, QuantOverrides, memory_options, quant_overrides
+from ..step.engine import DeploymentRefused, StepContext, resolve_nextn, step_context
+from ..step.options import MemoryOptions, Options, parse_options
 from .estimate import (
     Layout,
     ServingMiss,
@@ -231,22 +245,22 @@ class _Agg:
         check_step(self.tp, self.batch, self.isl, self.osl, self.moe_tp, self.moe_ep, self.dp, self.pp, self.cp)
 
 
-def _agg(ctx: StepContext, a: _Agg, mem: MemoryOptions):
+def _agg(ctx: StepContext, a: _Agg, mem: MemoryOptions, accepted: float):
     layout = resolve_layout(ctx, a.tp, a.moe_tp, a.moe_ep, a.dp, a.pp, a.cp)
     return agg_estimate(ctx, layout, a.batch, a.isl, a.osl, a.prefix, a.ctx_tokens, mem.max_seq_len,
-                        mem.free_gpu_memory_fraction)  # fmt: skip
+                        mem.free_gpu_memory_fraction, accepted)  # fmt: skip
 
 
-def _agg_row(ctx: StepContext, a: _Agg, mem: MemoryOptions) -> dict:
+def _agg_row(ctx: StepContext, a: _Agg, mem: MemoryOptions, accepted: float) -> dict:
     """The estimate_agg struct (ServingMiss on a miss or OOM)."""
-    result = _agg(ctx, a, mem)
+    result = _agg(ctx, a, mem, accepted)
     if result.oom:
         raise ServingMiss(oom_message_agg(ctx.model.name, ctx.db.system, a.tp, a.dp, a.pp), "oom")
     return result.row
 
 
-def _memory_row(ctx: StepContext, a: _Agg, mem: MemoryOptions) -> dict:
-    result = _agg(ctx, a, mem)
+def _memory_row(ctx: StepContext, a: _Agg, mem: MemoryOptions, accepted: float) -> dict:
+    result = _agg(ctx, a, mem, accepted)
     m = result.memory
     return {
         "weights_gib": m["weights"],
@@ -277,12 +291,12 @@ class _Disagg:
             check_step(par.tp, batch, self.isl, self.osl, par.moe_tp, par.moe_ep, par.dp, par.pp, par.cp)
 
 
-def _disagg_row(ctx: StepContext, a: _Disagg, mem: MemoryOptions) -> dict:
+def _disagg_row(ctx: StepContext, a: _Disagg, mem: MemoryOptions, accepted: float) -> dict:
     # the memory knobs are ignored, as the spec's run_disagg has no such parameters (options.md 3.2)
     prefill = resolve_layout(ctx, *a.prefill)
     decode = resolve_layout(ctx, *a.decode)
     return disagg_estimate(ctx, prefill, a.p_batch, a.p_workers, decode, a.d_batch, a.d_workers, a.isl, a.osl,
-                           a.prefix)  # fmt: skip
+                           a.prefix, accepted)  # fmt: skip
 
 
 # ---- one call -------------------------------------------------------------------------------
@@ -291,29 +305,38 @@ def _disagg_row(ctx: StepContext, a: _Disagg, mem: MemoryOptions) -> dict:
 class _Call:
     """Settings, databases, options and contexts shared by the rows of one call."""
 
-    def __init__(self, settings: Optional[Dict[str, str]], data, overrides: Optional[QuantOverrides] = None,
-                 memory: Optional[MemoryOptions] = None):  # fmt: skip
-        self.s = _settings(settings, data)
-        self.raise_on_miss = self.s.on_miss == "error"
+    def __init__(self, settings: Optional[Dict[str, str]], data, options: Optional[Options] = None):
         # The plain functions' options, else the settings' (the batch forms: aic.gemm_quant, ...,
-        # aic.free_gpu_memory_fraction, aic.max_seq_len).
-        self.overrides = overrides if overrides is not None else self.s.quant
-        self.memory = memory if memory is not None else self.s.memory
+        # aic.free_gpu_memory_fraction, aic.max_seq_len, aic.nextn, aic.nextn_accepted).
+        self.s = _settings(settings, data)
+        self.options = options if options is not None else self.s.options
+        mtp = self.options.mtp
+        if mtp.nextn != "auto":  # the spec checks the acceptance first; 'auto' waits for the checkpoint
+            mtp.accepted_at(mtp.nextn)
+        self.raise_on_miss = self.s.on_miss == "error"
         self._dbs: Dict[str, Database] = {}
 
-    def context(self, model: str, db: str) -> StepContext:
+    def context(self, model: str, db: str) -> Tuple[StepContext, float]:
+        """The step context of (model, db) at the call's options, and the
+        accepted draft tokens per iteration of its projection (0.0: none).
+        The MTP options are settled first, 'auto' from the checkpoint, as the
+        spec checks them before it resolves the database."""
+        if not isinstance(model, str):
+            raise ValueError(f"model = {model!r} is not a string")
+        mtp = self.options.mtp
+        nextn = resolve_nextn(self.s.tree, model, mtp.nextn)
+        accepted = mtp.accepted_at(nextn)
         database = self._dbs.get(db)
         if database is None:
             database = self._dbs[db] = self.s.tree.resolve(db, self.s.backend, self.s.version)
-        if not isinstance(model, str):
-            raise ValueError(f"model = {model!r} is not a string")
-        return step_context(self.s.tree, model, database, self.s.shared_layer, self.overrides)
+        return step_context(self.s.tree, model, database, self.s.shared_layer, self.options.quant, nextn), accepted
 
     def row(self, fn, schema: pa.StructType, model, db, args) -> dict:
-        """``fn(ctx, args, memory options)``'s struct; a miss becomes the reason (or ValueError)."""
-        ctx = self.context(model, db)
+        """``fn(ctx, args, memory options, accepted)``'s struct; a miss becomes
+        the reason (or ValueError)."""
+        ctx, accepted = self.context(model, db)
         try:
-            return fn(ctx, args, self.memory)
+            return fn(ctx, args, self.options.memory, accepted)
         except (ServingMiss, DeploymentRefused) as miss:
             if self.raise_on_miss:
                 raise ValueError(str(miss)) from None
@@ -333,9 +356,8 @@ def estimate_agg(model: str, db: str, parallel, batch: int, isl: int, osl: int, 
     """One aggregated (IFB) estimate as a dict of the ``estimate_agg`` struct
     fields; a miss or OOM is a dict whose only non-None field is ``reason``
     (ValueError under ``on_miss = 'error'``). ``options``: the spec's quant
-    overrides and memory knobs (module doc)."""
-    overrides = quant_overrides(options)
-    call = _Call(_plain(on_miss, shared_layer, backend, version), data, overrides, memory_options(options))
+    overrides, memory knobs and MTP options (module doc)."""
+    call = _Call(_plain(on_miss, shared_layer, backend, version), data, parse_options(options))
     return call.row(_agg_row, AGG_SCHEMA, model, db,
                     _Agg(model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep))  # fmt: skip
 
@@ -346,8 +368,7 @@ def estimate_memory(model: str, db: str, parallel, batch: int, isl: int, osl: in
                     options: Optional[Dict[str, object]] = None, data=None) -> dict:  # fmt: skip
     """The memory model of an aggregated estimate (``estimate_memory`` fields);
     ``options`` as `estimate_agg`'s."""
-    overrides = quant_overrides(options)
-    call = _Call(_plain(on_miss, shared_layer, backend, version), data, overrides, memory_options(options))
+    call = _Call(_plain(on_miss, shared_layer, backend, version), data, parse_options(options))
     return call.row(_memory_row, MEMORY_SCHEMA, model, db,
                     _Agg(model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep))  # fmt: skip
 
@@ -361,8 +382,7 @@ def estimate_disagg(model: str, db: str, prefill_parallel, prefill_batch: int, p
     """One disaggregated estimate (``estimate_disagg`` fields, the spec's 3
     decimals); ``options`` as `estimate_agg`'s, the same overrides on both
     sides (the spec applies them to the prefill and the decode config)."""
-    overrides = quant_overrides(options)
-    call = _Call(_plain(on_miss, shared_layer, backend, version), data, overrides, memory_options(options))
+    call = _Call(_plain(on_miss, shared_layer, backend, version), data, parse_options(options))
     args = _Disagg(model, db, prefill_parallel, prefill_batch, prefill_workers, decode_parallel, decode_batch,
                    decode_workers, isl, osl, prefix, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep)
     return call.row(_disagg_row, DISAGG_SCHEMA, model, db, args)

@@ -65,6 +65,14 @@ row's GPU count is the spec's ``pp * tp * dp`` per worker, cp not included
 (``_build_disagg_summary_dict``). The KV cache is not divided by cp
 (``_cp_kv_memory_divisor`` is 1).
 
+MTP speculative decoding (docs/spec/options.md 2.3, 2.4): the `StepContext`
+carries the draft depth -- its generation steps price verification
+iterations (MTP-scaled counts, ``B * (nextn + 1)`` tokens: the mixed step's
+pass 3, the decode-only step, the decode worker), the memory model scales the
+activations by ``nextn + 1`` -- and the estimates take the accepted draft
+tokens per iteration (``accepted``), projecting the aggregated result and the
+decode worker's row before the rate matching (`aicsql.spec.serving.speculative`).
+
 Misses (``StepMiss``) and OOM are `ServingMiss`; bad input is ValueError.
 
 Spec details worth knowing (all checked against the goldens or the Rust path):
@@ -98,6 +106,8 @@ from ..step.ops import Op, Parallel, PhaseQuants
 from ..kernels.quant import KV_QUANTS
 from .backends import Backend, backend_for
 from .memory import capacity_bytes, is_oom, kv_cache_oom, memory_usage
+from .rounding import numpy_round3
+from .speculative import project_agg, project_decode
 
 __all__ = [
     "ServingMiss",
@@ -125,21 +135,6 @@ class ServingMiss(Exception):
     def __init__(self, message: str, kind: str = "miss"):
         super().__init__(message)
         self.kind = kind  # 'miss' | 'oom'
-
-
-def numpy_round3(x):
-    """``numpy.round(x, 3)`` (what ``DataFrame.round(3)`` does to a float64
-    column): ``rint(x * 1000.0) / 1000.0``, ties to even at the scaled value.
-    Python's ``round(x, 3)`` rounds the exact decimal value instead and
-    differs (``round(1.0015, 3) == 1.001``, numpy gives 1.002). Non-floats
-    (int columns) are left alone, as pandas leaves them."""
-    if not isinstance(x, float) or math.isnan(x) or math.isinf(x):
-        return x
-    y = x * 1000.0
-    r = round(y)  # ties to even on the exact binary value = rint
-    if r == 0:
-        return math.copysign(0.0, y)
-    return r / 1000.0
 
 
 # ---- the parallel layout -----------------------------------------------------------------
@@ -249,7 +244,7 @@ class _Worker:
         return memory_usage(
             self.backend, self.ctx.kernels.system, self.ctx.model, self.weights, self.kv_elements, self.kv_bytes,
             lay.tp, lay.par.moe_ep, batch_size, beam_width, isl, osl, num_tokens=num_tokens, prefix=prefix,
-            max_seq_len=max_seq_len, pp=lay.pp, attention_dp=lay.dp,
+            max_seq_len=max_seq_len, pp=lay.pp, attention_dp=lay.dp, nextn=self.ctx.nextn,
         )  # fmt: skip
 
     def quant_fields(self, prefix: str = "") -> dict:
@@ -336,17 +331,21 @@ def worker(ctx: StepContext, layout: Layout, role: str = "context") -> "_Worker"
 
 
 def agg_estimate(ctx: StepContext, layout: Layout, b: int, isl: int, osl: int, prefix: int, ctx_tokens: int,
-                 max_seq_len: Optional[int] = None, free_gpu_memory_fraction=None) -> AggResult:  # fmt: skip
+                 max_seq_len: Optional[int] = None, free_gpu_memory_fraction=None,
+                 accepted: float = 0.0) -> AggResult:  # fmt: skip
     """``run_agg`` + ``_run_agg_estimate`` for one point (ServingMiss on a
     step miss; OOM is reported in the result, the caller decides).
     ``max_seq_len`` / ``free_gpu_memory_fraction``: the spec's memory knobs
-    (options.md 3.2; None = the backend's default), read by trtllm only."""
+    (options.md 3.2; None = the backend's default), read by trtllm only.
+    ``accepted``: the MTP draft tokens accepted per iteration (options.md
+    2.4; 0.0 = no projection)."""
     return agg_point(_Worker(ctx, layout, "context"), b, isl, osl, prefix, ctx_tokens, max_seq_len,
-                     free_gpu_memory_fraction)  # fmt: skip
+                     free_gpu_memory_fraction, accepted)  # fmt: skip
 
 
 def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens: int,
-              max_seq_len: Optional[int] = None, free_gpu_memory_fraction=None) -> AggResult:  # fmt: skip
+              max_seq_len: Optional[int] = None, free_gpu_memory_fraction=None,
+              accepted: float = 0.0) -> AggResult:  # fmt: skip
     """`agg_estimate` on a `worker` built once (the same numbers)."""
     ctx, layout = w.ctx, w.layout
     backend = w.backend
@@ -479,6 +478,8 @@ def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens:
         "warning": kv_warning,
         "reason": None,
     }
+    # _run_agg_estimate projects before its OOM check; the verdicts come from the memory, not the row
+    row = project_agg(row, accepted, db.backend)
     return AggResult(row, memory, capacity, oom, kv_warning)
 
 
@@ -583,13 +584,16 @@ def disagg_estimate(
     isl: int,
     osl: int,
     prefix: int,
+    accepted: float = 0.0,
 ) -> dict:
     """``run_disagg`` + ``_run_disagg_estimate``: the struct fields (ServingMiss
-    on a miss or OOM)."""
+    on a miss or OOM). ``accepted``: the MTP draft tokens accepted per
+    iteration, projecting the decode worker's row (options.md 2.4)."""
     pw = _Worker(ctx, prefill, "context")
     dw = _Worker(ctx, decode, "generation")
     p, p_oom = _static_row(pw, "static_ctx", prefill_batch, isl, osl, prefix, PREFILL_LATENCY_CORRECTION_SCALE)
     d, d_oom = _static_row(dw, "static_gen", decode_batch, isl, osl, prefix, DECODE_LATENCY_CORRECTION_SCALE)
+    d = project_decode(d, accepted)  # before the rate matching; the prefill row is never projected
 
     # _get_disagg_summary_df + _build_disagg_summary_dict
     p_ttft = p["ttft"] * AUTOSCALE_TTFT_CORRECTION_FACTOR

@@ -7,6 +7,8 @@ v0.11.0), written in the spec's order and types.
                  (``num_tokens = (isl - prefix) * batch`` when 0), plus the MoE
                  workspace ``num_tokens * width * dp * E * topk / moe_ep / 128 * 4`` for
                  the families that pay it, floored at the backend's minimum, times
+                 ``nextn + 1`` with MTP (every call: the spec scales the per-step
+                 tokens to the verified ones, docs/spec/options.md 2.3 item 4), times
                  ``1.0 + overhead`` on sglang
 ``kvcache``      ``batch * bytes_per_sequence(seq_tokens) / 1``, with ``seq_tokens =
                  max_seq_len`` or ``isl + beam * osl`` (`kvcache.kv_bytes_per_sequence`:
@@ -66,11 +68,13 @@ def memory_usage(
     max_seq_len: Optional[int] = None,
     pp: int = 1,
     attention_dp: int = 1,
+    nextn: int = 0,
 ) -> Dict[str, float]:
     """The spec's memory dict (GiB): total, weights, activations, kvcache, nccl, others.
 
     ``weights``: `StepContext.weights` of the context op list (bytes, before the `/ pp`);
-    ``kv_bytes``: the KV cache quant mode's bytes per element."""
+    ``kv_bytes``: the KV cache quant mode's bytes per element; ``nextn``: the
+    MTP draft depth (the weights and the KV cache do not depend on it)."""
     weights = weights / pp
     h = model.heads * model.head_dim
     if num_tokens == 0:
@@ -82,7 +86,8 @@ def memory_usage(
         moe_h = backend.moe_workspace_width(model, family, h)
         activations += num_tokens * moe_h * attention_dp * model.experts * model.topk / moe_ep / 128 * 4
     activations = max(activations, backend.min_activation_bytes)
-    # MTP is off (nextn = 0): no (nextn + 1) scaling.
+    if nextn > 0:
+        activations = activations * (nextn + 1)
     if backend.activation_overhead_frac > 0:
         activations *= 1.0 + backend.activation_overhead_frac
     seq_tokens = max_seq_len if max_seq_len is not None else isl + beam_width * osl

@@ -32,7 +32,16 @@ NEMOTRONH and NEMOTRONNAS everywhere -- as the spec refuses it.
 ``comm_quant`` (None = the checkpoint's mode); an unknown key or mode name is
 a ValueError, and so is a deployment the spec refuses (an explicit fp8 FMHA
 without an fp8 slice in the context op's table, fp8_block experts split off
-the weight block).
+the weight block, MTP on NEMOTRONNAS).
+
+``options`` also takes ``nextn``, the MTP draft depth (docs/spec/options.md
+2.3; an integer >= 0 or 'auto', the checkpoint's
+``num_nextn_predict_layers``): a generation step then prices one
+verification iteration -- every generation op's count times ``(nextn + L) /
+L``, ``batch * (nextn + 1)`` tokens per step -- and a context step is
+unchanged. ``nextn_accepted`` is refused here: projecting iterations onto
+accepted tokens is the serving estimates' business. The batch forms read
+``aic.nextn`` (and ignore ``aic.nextn_accepted``, a serving setting).
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ import pyarrow as pa
 
 from ..data import Database, DataTree
 from .engine import PHASES, DeploymentRefused, StepMiss, step_context
-from .options import quant_overrides
+from .options import step_options
 
 __all__ = ["engine_step", "engine_step_table", "step_latency", "step_latency_batch", "ENGINE_STEP_SCHEMA"]
 
@@ -81,8 +90,8 @@ def _phase(phase) -> str:
 
 
 def _run(tree: DataTree, database: Database, shared: bool, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
-         dp=None, pp=None, cp=None, overrides=None):  # fmt: skip
-    ctx = step_context(tree, model, database, shared, overrides)
+         dp=None, pp=None, cp=None, overrides=None, nextn=0):  # fmt: skip
+    ctx = step_context(tree, model, database, shared, overrides, nextn)
     ph = _phase(phase)
     dp = _int_arg("dp", dp, optional=True)
     pp = _int_arg("pp", pp, optional=True)
@@ -128,13 +137,14 @@ def engine_step(
     ``__gen_step_total__`` rows and a ``__step_total__`` row). A miss raises
     ValueError naming the op and its lookup. ``options``: quant overrides
     (``gemm_quant``, ``moe_quant``, ``kvcache_quant``, ``fmha_quant``,
-    ``comm_quant``; docs/spec/options.md 1, `aicsql.spec.step.options`)."""
-    overrides = quant_overrides(options)
+    ``comm_quant``; docs/spec/options.md 1, `aicsql.spec.step.options`) and
+    the MTP draft depth ``nextn`` (module doc)."""
+    opts = step_options(options)
     s = _settings(_plain_settings(shared_layer), data)
     database = s.tree.resolve(db, s.backend, s.version)
     try:
         ctx, ph, result = _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
-                               dp, pp, cp, overrides)  # fmt: skip
+                               dp, pp, cp, opts.quant, opts.mtp.nextn)  # fmt: skip
     except StepMiss as miss:
         raise ValueError(str(miss)) from None
     return {
@@ -163,14 +173,15 @@ def step_latency(
     options: Optional[Dict[str, Optional[str]]] = None,
     data=None,
 ) -> float:
-    """TTFT ('context') or TPOT ('generation') in ms; a miss raises ValueError.
-    ``options``: quant overrides, as `engine_step`'s."""
-    overrides = quant_overrides(options)
+    """TTFT ('context') or TPOT ('generation', of one verification iteration
+    at ``nextn > 0``) in ms; a miss raises ValueError. ``options``: quant
+    overrides and ``nextn``, as `engine_step`'s."""
+    opts = step_options(options)
     s = _settings(_plain_settings(shared_layer), data)
     database = s.tree.resolve(db, s.backend, s.version)
     try:
         return _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
-                    dp, pp, cp, overrides)[2].total_ms  # fmt: skip
+                    dp, pp, cp, opts.quant, opts.mtp.nextn)[2].total_ms  # fmt: skip
     except StepMiss as miss:
         raise ValueError(str(miss)) from None
 
@@ -237,7 +248,7 @@ def step_latency_batch(
             database = databases[r_db] = s.tree.resolve(r_db, s.backend, s.version)
         try:
             value = _run(s.tree, database, s.shared_layer, r_model, r_phase, r_tp, r_batch, r_isl, r_osl,
-                         r_moe_tp, r_moe_ep, r_dp, r_pp, r_cp, s.quant)[2].total_ms
+                         r_moe_tp, r_moe_ep, r_dp, r_pp, r_cp, s.options.quant, s.options.mtp.nextn)[2].total_ms
         except (StepMiss, DeploymentRefused) as miss:
             if raise_on_miss:
                 raise ValueError(f"{r_model} on {database.name}, {r_phase}: {miss}") from None
@@ -401,7 +412,7 @@ def engine_step_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBa
     out: List[dict] = []
     try:
         ctx, ph, result = _run(s.tree, database, s.shared_layer, model, phase, tp, batch, isl, osl, moe_tp, moe_ep,
-                               dp, pp, cp, s.quant)  # fmt: skip
+                               dp, pp, cp, s.options.quant, s.options.mtp.nextn)  # fmt: skip
     except StepMiss as miss:
         if s.on_miss == "error":
             raise ValueError(f"{model} on {name}, {ph}: {miss}") from None

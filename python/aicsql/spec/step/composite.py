@@ -10,7 +10,7 @@
     a2 + ...`` over group A and ``b`` likewise over group B.
 
 Each is one named op of the step (its count 1.0 is a label: the inner ops
-carry their own counts). As the goldens list them, a composite row has no
+carry their own counts, and `Op.scaled` scales those, never the label). As the goldens list them, a composite row has no
 quant label and no interp path; its lookup is the first table lookup of the
 inner ops that produced the value (a failed primary lookup is not counted,
 the goldens do not record it). Weights: a fallback op weighs its primary's
@@ -20,6 +20,7 @@ plus group A's then group B's.
 
 from __future__ import annotations
 
+import copy
 from typing import List, Sequence
 
 from ..kernels import PerfMiss
@@ -55,6 +56,12 @@ class FallbackOp(Op):
             return primary
         return sum(op.weights() for op in self.fallback)
 
+    def scaled(self, factor: float) -> "FallbackOp":
+        op = copy.copy(self)
+        op.primary = self.primary.scaled(factor)
+        op.fallback = [f.scaled(factor) for f in self.fallback]
+        return op
+
     def evaluate(self, k, call: Call) -> OpValue:
         try:
             value = self.primary.evaluate(k, call)
@@ -79,6 +86,12 @@ class OverlapOp(Op):
         for op in self.group_a + self.group_b:
             total += op.weights()
         return total
+
+    def scaled(self, factor: float) -> "OverlapOp":
+        op = copy.copy(self)
+        op.group_a = [a.scaled(factor) for a in self.group_a]
+        op.group_b = [b.scaled(factor) for b in self.group_b]
+        return op
 
     def evaluate(self, k, call: Call) -> OpValue:
         a = _sum(k, self.group_a, call)

@@ -34,6 +34,20 @@ slice: slices without fp8 refuse the deployment with the spec's message
 (`DeploymentRefused`); an explicit FMHA skips the data-driven fallback and
 the vllm legacy guard.
 
+MTP speculative decoding (docs/spec/options.md 2.3): a `StepContext` is
+built per draft depth ``nextn`` too ('auto' resolved from the checkpoint's
+``num_nextn_predict_layers``). At ``nextn = n > 0`` every generation op's
+count -- every inner op of a composite, not the composite's own 1.0 -- is
+multiplied by ``mtp = (n + L) / L`` (`mtp_scale_factor`; `Op.scaled`) and a
+generation step runs ``B * (n + 1)`` tokens per step (``x`` and
+``batch_size``); context ops and steps are unchanged. The families build
+their counts at ``n = 0`` (``plain * 1.0``), and ``plain * mtp`` is the
+spec's value bit for bit for every family this path prices: the spec's
+different association orders (GPT-OSS's windowed attention ``L * mtp / 2``)
+differ by a power of two only, and the forms that do not commute (the 0.9
+PDL factor of the trtllm wide-EP DeepSeek models) are not priced here.
+NEMOTRONNAS refuses ``n > 0`` (`DeploymentRefused`, the spec's assertion).
+
 For the serving estimates (``aicsql.spec.serving``) a `PhaseResult` also
 carries the per-name latency dict of the phase (``by_name``, first-appearance
 order: what the spec's ``context_latency_dict`` / ``generation_latency_dict``
@@ -72,7 +86,7 @@ from .model import (
     load_model,
 )
 from .ops import Call, Op, OpValue, Parallel, PhaseQuants, check_trtllm_alltoall
-from .options import QUANT_OPTIONS, QuantOverrides, quant_overrides
+from .options import QUANT_OPTIONS, QuantOverrides, draft_length, quant_overrides
 
 __all__ = [
     "STRIDE",
@@ -82,6 +96,8 @@ __all__ = [
     "check_moe_blocks",
     "DeploymentRefused",
     "StepContext",
+    "mtp_scale_factor",
+    "resolve_nextn",
     "step_context",
     "resolve_parallel",
     "DP_FAMILIES",
@@ -93,9 +109,10 @@ PHASES = ("context", "generation")
 
 class DeploymentRefused(ValueError):
     """The spec refuses the deployment for what it is (fp8_block experts
-    whose per-GPU width is not a multiple of the weight block), not for a
-    missing table: like a miss, NULL with its reason under on_miss 'null'.
-    A ValueError, as the spec raises it."""
+    whose per-GPU width is not a multiple of the weight block, MTP on
+    NEMOTRONNAS), not for a missing table: like a miss, NULL with its reason
+    under on_miss 'null'. A ValueError, as the spec raises it (the MTP one
+    is the spec's AssertionError)."""
 
 
 class StepMiss(Exception):
@@ -261,6 +278,31 @@ def check_moe_blocks(model: ModelSpec, moe_quant: str, par: Parallel) -> None:
             )
 
 
+def mtp_scale_factor(nextn: int, num_layers: int) -> float:
+    """The factor of every generation op's count at draft depth `nextn`
+    (options.md 2.3 item 2): ``(nextn + L) / L`` over the model's full layer
+    count, one float division of two ints; 1.0 at depth 0."""
+    if nextn <= 0:
+        return 1.0
+    return (nextn + num_layers) / num_layers
+
+
+def check_mtp(model: ModelSpec, nextn: int) -> None:
+    """The families that assert ``nextn == 0`` in their constructor (only
+    NEMOTRONNAS among the priced ones) refuse MTP with the spec's text."""
+    if nextn > 0 and model.family == NEMOTRONNAS:
+        raise DeploymentRefused("NemotronNas does not support MTP speculative decoding (nextn must be 0)")
+
+
+def resolve_nextn(tree: DataTree, model: str, nextn) -> int:
+    """The draft depth of a step: 'auto' is the checkpoint's
+    ``num_nextn_predict_layers`` (0 when absent: MTP off; options.md 2.2
+    item 1), then the depth rule (`draft_length`) as for a given value."""
+    if nextn == "auto":
+        nextn = load_model(tree, model).nextn_layers
+    return draft_length(nextn)
+
+
 def _check_positive(name: str, v) -> None:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise ValueError(f"{name} = {v!r} must be a positive integer")
@@ -290,18 +332,22 @@ _NO_OVERRIDE_FAMILIES = frozenset({DEEPSEEKV32, DEEPSEEKV4})
 
 
 class StepContext:
-    """Everything one (model, database, shared layer, quant overrides) needs,
-    built once: the model, its tables, the per-phase quant modes.
+    """Everything one (model, database, shared layer, quant overrides, draft
+    depth) needs, built once: the model, its tables, the per-phase quant
+    modes, the op lists.
 
     ``overrides`` (`aicsql.spec.step.options`): the modes the caller set
     instead of the checkpoint's (docs/spec/options.md 1); refused with
-    ValueError for the DEEPSEEKV32 and DEEPSEEKV4 families."""
+    ValueError for the DEEPSEEKV32 and DEEPSEEKV4 families. ``nextn``: the
+    MTP draft depth, an int >= 0 (options.md 2.3; see the module doc)."""
 
     def __init__(self, tree: DataTree, model: str, db: Database, shared_layer: bool,
-                 overrides: Optional[QuantOverrides] = None):  # fmt: skip
+                 overrides: Optional[QuantOverrides] = None, nextn: int = 0):  # fmt: skip
         self.tree = tree
         self.db = db
         self.model = load_model(tree, model)
+        self.nextn = nextn
+        self.mtp = mtp_scale_factor(nextn, self.model.num_layers)
         self.overrides: QuantOverrides = quant_overrides(overrides)
         if not self.overrides.is_empty() and self.model.family in _NO_OVERRIDE_FAMILIES:
             given = ", ".join(f"{k}={v!r}" for k, v in self.overrides.given().items())
@@ -409,8 +455,10 @@ class StepContext:
     def layout(self, phase: str, tp: int, moe_tp=None, moe_ep=None, dp: int = 1, pp: int = 1, cp: int = 1
                ) -> Tuple[Parallel, PhaseQuants, List[Op]]:  # fmt: skip
         """The validated parallel layout, quant modes and op list of `phase`
-        (the op list built once per layout); ValueError on bad input (the
-        trtllm all-to-all dispatch of `check_trtllm_alltoall` included)."""
+        (the op list built once per layout, generation counts times the MTP
+        factor); ValueError on bad input (the trtllm all-to-all dispatch of
+        `check_trtllm_alltoall` included), `DeploymentRefused` for a
+        deployment the spec's model construction refuses."""
         if phase not in PHASES:
             raise ValueError(f"unknown phase {phase!r}; valid phases: {', '.join(PHASES)}")
         par = resolve_parallel(self.model, self.db.backend, tp, moe_tp, moe_ep, dp, pp, cp)
@@ -422,11 +470,14 @@ class StepContext:
             raise ValueError("comm_quant other than 'half' is not priced with context parallelism (cp > 1) yet")
         q = self.quants(phase)
         check_moe_blocks(self.model, q.moe, par)
+        check_mtp(self.model, self.nextn)
         key = (phase, par)
         with self._lock:
             ops = self._ops.get(key)
         if ops is None:
             ops = build_ops(self.model, phase, par, q, self.db.backend)
+            if phase == "generation" and self.nextn > 0:
+                ops = [op.scaled(self.mtp) for op in ops]
             with self._lock:
                 ops = self._ops.setdefault(key, ops)
         return par, q, ops
@@ -473,8 +524,9 @@ class StepContext:
                 latency += v
             return PhaseResult(latency, latency, runs, [], totals)
 
-        # generation
-        b = batch  # B' = B * (nextn + 1)
+        # generation: each step verifies nextn + 1 tokens per request (the spec's
+        # _run_generation_phase: batch_size * (nextn + 1), before the loop)
+        b = batch * (self.nextn + 1)
         samples = [(i, isl + i + 1, min(STRIDE, osl - 1 - i)) for i in range(0, osl - 1, STRIDE)]
         runs = []
         acc: Dict[str, float] = {}
@@ -614,20 +666,23 @@ def _total_row(phase, kind, name, total, weighted, i=None, s=None, repeat=None) 
     }
 
 
-_CONTEXTS: Dict[Tuple[int, str, Database, bool, QuantOverrides], StepContext] = {}
+_CONTEXTS: Dict[Tuple[int, str, Database, bool, QuantOverrides, int], StepContext] = {}
 _CONTEXTS_LOCK = threading.Lock()
 
 
-def step_context(tree: DataTree, model: str, db: Database, shared_layer: bool, overrides=None) -> StepContext:
-    """The StepContext of (model, database, shared layer, quant overrides),
-    built once per data tree. ``overrides``: None, an ``options`` dict or
-    `QuantOverrides` (`aicsql.spec.step.options`)."""
+def step_context(tree: DataTree, model: str, db: Database, shared_layer: bool, overrides=None,
+                 nextn=0) -> StepContext:  # fmt: skip
+    """The StepContext of (model, database, shared layer, quant overrides,
+    draft depth), built once per data tree. ``overrides``: None, an
+    ``options`` dict or `QuantOverrides` (`aicsql.spec.step.options`);
+    ``nextn``: the MTP draft depth, an int >= 0 or 'auto' (`resolve_nextn`)."""
     overrides = quant_overrides(overrides)
-    key = (id(tree), model, db, bool(shared_layer), overrides)
+    nextn = resolve_nextn(tree, model, nextn)
+    key = (id(tree), model, db, bool(shared_layer), overrides, nextn)
     with _CONTEXTS_LOCK:
         ctx = _CONTEXTS.get(key)
     if ctx is None:
-        ctx = StepContext(tree, model, db, bool(shared_layer), overrides)
+        ctx = StepContext(tree, model, db, bool(shared_layer), overrides, nextn)
         with _CONTEXTS_LOCK:
             ctx = _CONTEXTS.setdefault(key, ctx)
     return ctx

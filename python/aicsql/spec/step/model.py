@@ -301,6 +301,9 @@ class ModelSpec(NamedTuple):
     # The KV-cache mode the checkpoint inference sets itself (None: none, and
     # ``quant.kv`` is the bfloat16 fallback); docs/spec/options.md 1.2 step 4.
     checkpoint_kv: Optional[str] = None
+    # num_nextn_predict_layers of the (text) config, 0 when absent: what
+    # nextn='auto' resolves to (docs/spec/options.md 2.2 item 1)
+    nextn_layers: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -655,6 +658,7 @@ def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) ->
         dsv4=_dsv4_config(cfg, int(L), path) if family == DEEPSEEKV4 else None,
         dsa=_dsa_config(arch, cfg, hf_quant, int(L), path) if family == DEEPSEEKV32 else None,
         checkpoint_kv="fp8" if family == DEEPSEEKV4 else inferred_kv(config, hf_quant),
+        nextn_layers=int(cfg.get("num_nextn_predict_layers") or 0),
     )
 
 

@@ -32,6 +32,7 @@ to its CP collectives with ``attn_cp > 1``. Generation ops never split.
 from __future__ import annotations
 
 import bisect
+import copy
 from typing import List, NamedTuple, Optional, Tuple
 
 from ..gemm import GemmMiss
@@ -187,6 +188,15 @@ class Op:
     def weights(self) -> float:
         """Weight bytes on one GPU (the spec's ``get_weights``): ``0.0 * count`` unless overridden."""
         return 0.0
+
+    def scaled(self, factor: float) -> "Op":
+        """A copy whose count is ``count * factor``: a generation op at the MTP
+        factor (docs/spec/options.md 2.3). Every op reads its count when it is
+        evaluated, never before, so a copy with the new count is the op the
+        spec builds with the scaled count."""
+        op = copy.copy(self)
+        op.count = self.count * factor
+        return op
 
 
 class Embedding(Op):

@@ -1,40 +1,66 @@
-"""The spec's quantisation overrides (docs/spec/options.md 1): ``cli_estimate``'s
-``gemm_quant_mode``, ``moe_quant_mode``, ``kvcache_quant_mode``,
-``fmha_quant_mode`` and ``comm_quant_mode``, given to the Python path as an
-``options`` dict (which also takes the memory knobs, `MEMORY_OPTIONS`)::
+"""The spec's user-facing options (docs/spec/options.md), given to the Python
+path as an ``options`` dict::
 
-    estimate_agg(..., options={"kvcache_quant": "fp8", "gemm_quant": "fp8_block"})
+    estimate_agg(..., options={"kvcache_quant": "fp8", "nextn": 2, "nextn_accepted": 1.4})
 
-Keys are the option names of `QUANT_OPTIONS`; a value is one of the spec's
-enum member names (exact and case-sensitive, options.md 1.1), ``None`` (or
-``""``, as the spec's truthiness test has it) keeps the checkpoint's mode.
-An unknown key or mode name is malformed input: ValueError naming it (the
-spec's unknown name is a ``KeyError``), always raised, never a reason.
+or, in the bridge's batch forms, as the session settings ``aic.<key>``
+(strings; '' = unset). The keys (`OPTIONS`):
+
+* the quantisation overrides (options.md 1; `QUANT_OPTIONS`): ``cli_estimate``'s
+  ``gemm_quant_mode`` ... ``comm_quant_mode``. A value is one of the spec's
+  enum member names (exact and case-sensitive, options.md 1.1); ``None`` (or
+  ``""``, as the spec's truthiness test has it) keeps the checkpoint's mode.
+* the memory knobs (options.md 3; `MEMORY_OPTIONS`): ``free_gpu_memory_fraction``
+  (a number in (0, 1]) and ``max_seq_len`` (an integer >= 1).
+* MTP speculative decoding (options.md 2; `MTP_OPTIONS`): ``nextn``, the draft
+  depth (an integral number >= 0, or ``'auto'``: the checkpoint's
+  ``num_nextn_predict_layers``), and ``nextn_accepted``, the average number of
+  accepted draft tokens per decode step (a number; required, within
+  ``[0, nextn]``, by the serving estimates once the depth is > 0, ignored at
+  depth 0). The step functions take ``nextn`` only (`step_options`): the
+  acceptance projection is the serving estimates' (options.md 2.4).
+
+Everything is parsed in one place (`parse_options`; the settings through
+`settings_options`), so a bad value is refused wherever it is given. An
+unknown key or mode name, a value of the wrong type or range is malformed
+input: ValueError naming it (the spec's unknown mode name is a ``KeyError``),
+always raised, never a reason. The nextn texts are the spec's own
+(options.md 2.2 / 5), since they are its ValueErrors.
 
 What an override does is `StepContext.quants`' business (options.md 1.2):
 explicit modes replace the checkpoint's inferred ones and are never changed
 by a guard; they never trigger the checkpoint's "fp8 => fmha / kv fp8" rule;
 an explicit fp8 FMHA is checked against the context table's fmha slices
 (refused when the slices exist and none is fp8). ``comm`` only labels the
-result on the estimate paths (options.md 1.3).
+result on the estimate paths (options.md 1.3). What nextn does to a step is
+`StepContext`'s (options.md 2.3), the projection the serving estimates'
+(`aicsql.spec.serving.speculative`).
 """
 
 from __future__ import annotations
 
-from typing import Dict, NamedTuple, Optional, Tuple
+import math
+from typing import Callable, Dict, NamedTuple, Optional, Tuple, Union
 
 __all__ = [
     "QUANT_OPTIONS",
     "MEMORY_OPTIONS",
+    "MTP_OPTIONS",
     "OPTIONS",
     "SPEC_MODES",
     "QuantOverrides",
-    "quant_overrides",
     "NO_OVERRIDES",
     "MemoryOptions",
-    "memory_options",
     "NO_MEMORY_OPTIONS",
-    "memory_settings",
+    "MtpOptions",
+    "NO_MTP",
+    "Options",
+    "NO_OPTIONS",
+    "draft_length",
+    "parse_options",
+    "step_options",
+    "settings_options",
+    "quant_overrides",
 ]
 
 # option key -> (the PhaseQuants field it sets, the spec's member names in enum order)
@@ -49,7 +75,9 @@ SPEC_MODES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
 }  # fmt: skip
 QUANT_OPTIONS: Tuple[str, ...] = tuple(SPEC_MODES)
 MEMORY_OPTIONS: Tuple[str, ...] = ("free_gpu_memory_fraction", "max_seq_len")
-OPTIONS: Tuple[str, ...] = QUANT_OPTIONS + MEMORY_OPTIONS
+MTP_OPTIONS: Tuple[str, ...] = ("nextn", "nextn_accepted")
+OPTIONS: Tuple[str, ...] = QUANT_OPTIONS + MEMORY_OPTIONS + MTP_OPTIONS
+AUTO = "auto"
 
 
 class QuantOverrides(NamedTuple):
@@ -73,32 +101,6 @@ class QuantOverrides(NamedTuple):
 NO_OVERRIDES = QuantOverrides()
 
 
-def quant_overrides(options) -> QuantOverrides:
-    """`QuantOverrides` of an ``options`` argument (a dict or None); ValueError
-    for anything else, an unknown key or an unknown mode name."""
-    if options is None:
-        return NO_OVERRIDES
-    if isinstance(options, QuantOverrides):
-        return options
-    if not isinstance(options, dict):
-        raise ValueError(f"options = {options!r} must be a dict of options ({', '.join(OPTIONS)}) or None")
-    values: Dict[str, Optional[str]] = {}
-    for key, value in options.items():
-        if key in MEMORY_OPTIONS:
-            _memory_value(key, value)  # validated here too: a bad value is refused wherever it is given
-            continue
-        spec = SPEC_MODES.get(key)
-        if spec is None:
-            raise ValueError(f"unknown option {key!r}; valid options: {', '.join(OPTIONS)}")
-        field, names = spec
-        if value is None or value == "":  # the spec: a falsy value is "not overridden"
-            continue
-        if not isinstance(value, str) or value not in names:
-            raise ValueError(f"unknown {field} quant mode {value!r}; valid modes: {', '.join(names)}")
-        values[field] = value
-    return QuantOverrides(**values)
-
-
 class MemoryOptions(NamedTuple):
     """The memory knobs a caller set (None: the backend's default)."""
 
@@ -113,16 +115,77 @@ class MemoryOptions(NamedTuple):
 NO_MEMORY_OPTIONS = MemoryOptions()
 
 
-def _memory_value(key: str, value):
-    """A memory knob's value (None when unset); ValueError when malformed."""
-    if value is None or (isinstance(value, str) and value == ""):
+class MtpOptions(NamedTuple):
+    """The MTP options a caller set: the draft depth (an int >= 0, or 'auto'
+    until the checkpoint resolves it) and the accepted draft tokens per step
+    (the number as given -- the spec's message prints it --, None: not given)."""
+
+    nextn: Union[int, str] = 0
+    accepted: Optional[float] = None
+
+    def accepted_at(self, nextn: int) -> float:
+        """The accepted draft tokens per step at the resolved depth `nextn` (the
+        spec's ``normalize_speculative_decoding``, options.md 2.2 item 2): 0.0
+        at depth 0, whatever was given (the spec ignores it there); else it is
+        required and must be finite and within ``[0, nextn]`` (ValueError with
+        the spec's texts)."""
+        if nextn <= 0:
+            return 0.0
+        if self.accepted is None:
+            raise ValueError(
+                f"nextn={nextn} requires 'nextn_accepted' (average accepted draft tokens per step, 0 <= "
+                "nextn_accepted <= nextn); there is no built-in acceptance assumption."
+            )
+        accepted = float(self.accepted)
+        if not math.isfinite(accepted) or not 0 <= accepted <= nextn:
+            raise ValueError(f"nextn_accepted ({self.accepted}) must be within [0, nextn={nextn}].")
+        return accepted
+
+
+NO_MTP = MtpOptions()
+
+
+class Options(NamedTuple):
+    """Every option of one call, parsed (`parse_options`)."""
+
+    quant: QuantOverrides = NO_OVERRIDES
+    memory: MemoryOptions = NO_MEMORY_OPTIONS
+    mtp: MtpOptions = NO_MTP
+
+
+NO_OPTIONS = Options()
+
+
+# ---- one value each --------------------------------------------------------------------------
+
+
+def _unset(value) -> bool:
+    return value is None or (isinstance(value, str) and value == "")
+
+
+def _quant_mode(key: str, value) -> Optional[str]:
+    """A quant option's mode name (None: the checkpoint's)."""
+    if _unset(value):  # the spec: a falsy value is "not overridden"
         return None
-    if key == "free_gpu_memory_fraction":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"option free_gpu_memory_fraction = {value!r} is not a number")
-        if not 0 < value <= 1:  # NaN fails too
-            raise ValueError(f"option free_gpu_memory_fraction = {value!r} must be in (0, 1]")
-        return value
+    field, names = SPEC_MODES[key]
+    if not isinstance(value, str) or value not in names:
+        raise ValueError(f"unknown {field} quant mode {value!r}; valid modes: {', '.join(names)}")
+    return value
+
+
+def _fraction(value) -> Optional[float]:
+    if _unset(value):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"option free_gpu_memory_fraction = {value!r} is not a number")
+    if not 0 < value <= 1:  # NaN fails too
+        raise ValueError(f"option free_gpu_memory_fraction = {value!r} must be in (0, 1]")
+    return value
+
+
+def _max_seq_len(value) -> Optional[int]:
+    if _unset(value):
+        return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"option max_seq_len = {value!r} is not an integer")
     if value < 1:
@@ -130,32 +193,144 @@ def _memory_value(key: str, value):
     return value
 
 
-def memory_options(options) -> MemoryOptions:
-    """`MemoryOptions` of an ``options`` argument (a dict or None); the quant
-    keys are `quant_overrides`' business (not checked here); ValueError for
-    a malformed value."""
+def draft_length(value) -> Union[int, str]:
+    """The MTP draft depth: 'auto' as is, else the spec's ``validate_nextn``
+    (options.md 2.2): an integral number (bool and strings are not), >= 0;
+    None / '' is 0. The texts print the value as given."""
+    if _unset(value):
+        return 0
+    if value == AUTO:
+        return AUTO
+    integral = (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, float) and value.is_integer())  # fmt: skip
+    if not integral:
+        raise ValueError(f"nextn ({value}) must be an integer draft length.")
+    if value < 0:
+        raise ValueError(f"nextn ({value}) must be >= 0.")
+    return int(value)
+
+
+def _accepted(value) -> Optional[float]:
+    """nextn_accepted as given: a number (its range depends on the resolved
+    depth, `MtpOptions.accepted_at`); None / '' is not given."""
+    if _unset(value):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"option nextn_accepted = {value!r} is not a number")
+    return value
+
+
+_VALUES: Dict[str, Callable] = {
+    **{key: (lambda value, key=key: _quant_mode(key, value)) for key in QUANT_OPTIONS},
+    "free_gpu_memory_fraction": _fraction,
+    "max_seq_len": _max_seq_len,
+    "nextn": draft_length,
+    "nextn_accepted": _accepted,
+}
+
+
+# ---- the options argument ---------------------------------------------------------------------
+
+
+def parse_options(options) -> Options:
+    """`Options` of an ``options`` argument (a dict, an `Options` or None);
+    ValueError for anything else, an unknown key or a malformed value."""
     if options is None:
-        return NO_MEMORY_OPTIONS
-    if isinstance(options, MemoryOptions):
+        return NO_OPTIONS
+    if isinstance(options, Options):
         return options
     if not isinstance(options, dict):
         raise ValueError(f"options = {options!r} must be a dict of options ({', '.join(OPTIONS)}) or None")
-    return MemoryOptions(**{key: _memory_value(key, options.get(key)) for key in MEMORY_OPTIONS})
-
-
-def memory_settings(settings: Dict[str, str]) -> MemoryOptions:
-    """`MemoryOptions` of session settings (strings; '' = unset): a fraction
-    parses as a float, max_seq_len as an integer."""
     values = {}
-    for key in MEMORY_OPTIONS:
-        text = settings.get(key)
-        if text is None or (isinstance(text, str) and text.strip() == ""):
-            continue
-        if isinstance(text, str):
-            try:
-                text = float(text) if key == "free_gpu_memory_fraction" else int(text.strip())
-            except ValueError:
-                what = "a number" if key == "free_gpu_memory_fraction" else "an integer"
-                raise ValueError(f"setting {key} = {settings.get(key)!r} is not {what}") from None
-        values[key] = text
-    return memory_options(values)
+    for key, value in options.items():
+        parse = _VALUES.get(key)
+        if parse is None:
+            raise ValueError(f"unknown option {key!r}; valid options: {', '.join(OPTIONS)}")
+        values[key] = parse(value)
+    quant = {SPEC_MODES[key][0]: values[key] for key in QUANT_OPTIONS if values.get(key) is not None}
+    return Options(
+        QuantOverrides(**quant),
+        MemoryOptions(values.get("free_gpu_memory_fraction"), values.get("max_seq_len")),
+        MtpOptions(values.get("nextn", 0), values.get("nextn_accepted")),
+    )
+
+
+def step_options(options) -> Options:
+    """`parse_options` for the step functions, which price one step and take
+    ``nextn`` alone: a given ``nextn_accepted`` is refused (the projection
+    over accepted tokens is the serving estimates', options.md 2.4)."""
+    parsed = parse_options(options)
+    if parsed.mtp.accepted is not None:
+        raise ValueError(
+            "option nextn_accepted is not taken by the step functions: they price one step at the draft depth "
+            "nextn; the acceptance projection is the serving estimates' (estimate_agg, estimate_disagg)"
+        )
+    return parsed
+
+
+def quant_overrides(options) -> QuantOverrides:
+    """The `QuantOverrides` of an ``options`` argument, or overrides as they
+    are (what a `StepContext` is keyed by)."""
+    if isinstance(options, QuantOverrides):
+        return options
+    return parse_options(options).quant
+
+
+# ---- the session settings ---------------------------------------------------------------------
+
+
+def _float_text(key: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"setting {key} = {text!r} is not a number") from None
+
+
+def _int_text(key: str, text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"setting {key} = {text!r} is not an integer") from None
+
+
+def _nextn_text(key: str, text: str) -> Union[int, float, str]:
+    """'auto' (any case, as the spec's CLI reads it), an integer, or a number
+    the depth rule then refuses with the spec's text (``1.5``)."""
+    stripped = text.strip()
+    if stripped.lower() == AUTO:
+        return AUTO
+    try:
+        return int(stripped)
+    except ValueError:
+        pass
+    try:
+        return float(stripped)
+    except ValueError:
+        raise ValueError(f"setting {key} = {text!r} is not an integer or 'auto'") from None
+
+
+# Settings read from text before their option's rule; a blank text is unset.
+# The quant settings are the mode names themselves ('' = unset).
+_FROM_TEXT: Dict[str, Callable[[str, str], object]] = {
+    "free_gpu_memory_fraction": _float_text,
+    "max_seq_len": _int_text,
+    "nextn": _nextn_text,
+    "nextn_accepted": _float_text,
+}
+
+
+def settings_options(settings: Dict[str, object]) -> Options:
+    """`Options` of session settings (keys without ``aic.``; values strings,
+    '' = unset): the quant settings are mode names, the fraction and
+    ``nextn_accepted`` numbers, ``max_seq_len`` an integer, ``nextn`` an
+    integer or 'auto'. Keys that are not options are left alone."""
+    values = {}
+    for key in OPTIONS:
+        value = settings.get(key)
+        if isinstance(value, str) and key in _FROM_TEXT:
+            if value.strip() == "":
+                continue
+            value = _FROM_TEXT[key](key, value)
+        if value is not None:
+            values[key] = value
+    return parse_options(values)

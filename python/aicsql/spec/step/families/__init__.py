@@ -15,9 +15,12 @@ observable: per-op values are summed in it, docs/spec 9.3).
 | DEEPSEEKV32 | `dsv32` | families_dsa 3, 4 |
 
 A builder takes the model, the phase ('context' | 'generation'), the
-parallel layout, the phase's quant modes and the backend. MTP is off
-(``nextn = 0``), so generation counts carry a factor 1.0 (they are floats)
--- except NEMOTRONNAS's, which have no MTP factor at all (ints).
+parallel layout, the phase's quant modes and the backend, and gives the
+counts at MTP depth ``nextn = 0``: generation counts carry the factor 1.0
+(they are floats) -- except NEMOTRONNAS's, which have no MTP factor at all
+(ints; the family refuses ``nextn > 0``). At ``nextn > 0``
+`StepContext.layout` multiplies the generation counts by the MTP factor
+(`Op.scaled`, docs/spec/options.md 2.3).
 """
 
 from __future__ import annotations
