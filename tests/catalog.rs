@@ -249,3 +249,50 @@ async fn the_session_builder_mounts_urls_and_directories_together() {
             .expect_err("an option without its namespace");
     assert!(err.to_string().contains("aws.region"), "{err}");
 }
+
+/// How far the estimates are from measured hardware, as the spec's own
+/// accuracy report (`tools/accuracy_tracking/run_silicon.py`) says it:
+/// `queries/accuracy/silicon_refs.sql` over `aic.meta.silicon_refs` against
+/// the report the spec wrote on the same data
+/// (`silicon_accuracy_goldens.parquet`, `scripts/spec_silicon.py`). Every
+/// point the spec prices is priced with the same version and the same TTFT
+/// and TPOT to the bit, its relative errors are the report's (6 decimals);
+/// every point the spec cannot price (a missing table) is 'no estimate'
+/// with a reason of that kind.
+#[tokio::test]
+async fn the_accuracy_query_is_the_specs_report() {
+    let ctx = SessionBuilder::with_tree(common::tree()).build();
+    let golden = common::goldens_dir().join("silicon_accuracy_goldens.parquet");
+    ctx.register_parquet("spec_report", golden.to_str().expect("utf-8 path"), Default::default())
+        .await
+        .expect("the golden report reads");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("queries/accuracy/silicon_refs.sql");
+    let sql = fs::read_to_string(&file).expect("the query reads");
+    let body = sql.trim_end().trim_end_matches(';');
+    let ours = body.rsplit_once("ORDER BY").map_or(body, |(head, _)| head);
+    let compare = format!(
+        "SELECT count(*) AS points,
+                count(*) FILTER (WHERE s.status = 'OK' AND o.status = 'OK'
+                                 AND o.predicted_ttft_ms = s.ttft AND o.predicted_tpot_ms = s.tpot
+                                 AND o.predicted_with_version = s.predicted_with_version
+                                 AND abs(o.ttft_rel_err - CAST(nullif(s.ttft_rel_err, '') AS DOUBLE)) <= 5e-7
+                                 AND abs(o.tpot_rel_err - CAST(nullif(s.tpot_rel_err, '') AS DOUBLE)) <= 5e-7) AS equal,
+                count(*) FILTER (WHERE s.status = 'PerfDataNotAvailableError' AND o.status = 'no estimate'
+                                 AND o.reason LIKE 'perf data not available%') AS misses,
+                count(*) FILTER (WHERE s.status = 'OK') AS spec_ok
+         FROM ({ours}) o JOIN spec_report s ON s.id = o.id"
+    );
+    let batches = query(&ctx, &compare).await.expect("the comparison runs");
+    let b = &batches[0];
+    let n = |name: &str| {
+        b.column_by_name(name).and_then(|c| c.as_any().downcast_ref::<Int64Array>()).map(|a| a.value(0)).unwrap_or(-1)
+    };
+    assert_eq!(n("points"), 35, "every measurement, joined by id");
+    assert_eq!(n("spec_ok"), 31, "the spec prices 31 of them on this data");
+    assert_eq!(n("equal"), 31, "every point the spec prices, to the bit");
+    assert_eq!(n("misses"), 4, "the spec's four misses are misses here too");
+    // The rows come in the file's order.
+    let ids = query(&ctx, &format!("SELECT id FROM ({body}) LIMIT 1")).await.expect("runs");
+    let first = ids[0].column(0).as_any().downcast_ref::<StringArray>().map(|a| a.value(0).to_string());
+    assert_eq!(first.as_deref(), Some("2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x8192_c16_tp8_0_ep8_0_1260"));
+}

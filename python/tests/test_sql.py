@@ -100,8 +100,8 @@ def test_settings_are_checked_where_they_are_read(ctx):
     listed = rows(ctx, "SELECT name FROM information_schema.df_settings WHERE name LIKE 'aic.%' ORDER BY name")
     assert [r["name"] for r in listed] == [
         "aic.backend", "aic.comm_quant", "aic.fmha_quant", "aic.free_gpu_memory_fraction", "aic.gemm_quant",
-        "aic.kvcache_quant", "aic.max_seq_len", "aic.moe_quant", "aic.on_miss", "aic.shared_layer", "aic.strict_sla",
-        "aic.top_n", "aic.version"]
+        "aic.kvcache_quant", "aic.max_seq_len", "aic.moe_quant", "aic.nextn", "aic.nextn_accepted", "aic.on_miss",
+        "aic.shared_layer", "aic.strict_sla", "aic.top_n", "aic.version"]
 
 
 def test_on_miss_error_names_the_miss_on_both_paths(ctx):

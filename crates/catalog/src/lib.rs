@@ -19,6 +19,7 @@ pub mod perf;
 mod prune;
 mod scan;
 mod schema_merge;
+mod silicon_refs;
 
 pub use meta::{MetaKind, MetaSchema, MetaTable};
 pub use perf::{KEY_COLUMNS, PerfScanPartitions, PerfSchema, PerfTable};

@@ -30,16 +30,18 @@ pub enum MetaKind {
     Models,
     ModelGemms,
     SupportMatrix,
+    SiliconRefs,
 }
 
 impl MetaKind {
-    pub const ALL: [MetaKind; 6] = [
+    pub const ALL: [MetaKind; 7] = [
         MetaKind::Databases,
         MetaKind::CommLibraries,
         MetaKind::Systems,
         MetaKind::Models,
         MetaKind::ModelGemms,
         MetaKind::SupportMatrix,
+        MetaKind::SiliconRefs,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +52,7 @@ impl MetaKind {
             MetaKind::Models => "models",
             MetaKind::ModelGemms => "model_gemms",
             MetaKind::SupportMatrix => "support_matrix",
+            MetaKind::SiliconRefs => "silicon_refs",
         }
     }
 
@@ -75,6 +78,13 @@ impl MetaKind {
             MetaKind::SupportMatrix => {
                 "Upstream's support matrix: (model, system, backend, version, mode) combinations graded PASS or FAIL, \
                  with the CLI command that was run."
+            }
+            MetaKind::SiliconRefs => {
+                "Upstream's end-to-end measurements on real hardware (aiconfigurator v0.11.0's \
+                 tools/accuracy_tracking/silicon_refs.csv, Apache-2.0, bundled with aicsql): per point its system, \
+                 backend and measured version, model, workload, quant modes, parallel layout (agg, or prefill and \
+                 decode workers) and the measured TTFT and TPOT. queries/accuracy/silicon_refs.sql prices them as \
+                 the spec's accuracy report does."
             }
         }
     }
@@ -136,6 +146,7 @@ impl MetaTable {
             MetaKind::Models => models_schema(),
             MetaKind::ModelGemms => model_gemms_schema(),
             MetaKind::SupportMatrix => support_matrix_schema(&tree)?,
+            MetaKind::SiliconRefs => crate::silicon_refs::schema(),
         };
         Ok(Self { tree, kind, schema })
     }
@@ -206,6 +217,7 @@ impl TableProvider for MetaTable {
                 }
                 other => other,
             })?,
+            MetaKind::SiliconRefs => crate::silicon_refs::batch()?,
         };
         let exec = MemorySourceConfig::try_new_exec(&[vec![batch]], Arc::clone(&self.schema), projection.cloned())?;
         Ok(exec)
