@@ -35,7 +35,7 @@ Setup (once; numpy 1.26 is required by the spec):
     /work/specenv/bin/pip install "setuptools>=77" wheel
     printf 'numpy==1.26.4\\npandas==2.3.3\\npyarrow==24.0.0\\n' > /work/specenv/constraints.txt
     /work/specenv/bin/pip install -c /work/specenv/constraints.txt numpy pandas pyarrow \\
-        pyyaml scipy packaging jinja2 matplotlib plotext plotly prettytable pydantic tqdm \\
+        pyyaml scipy packaging jinja2 matplotlib "plotext<6" plotly prettytable pydantic tqdm \\
         bokeh nvidia-ml-py munch
     /work/specenv/bin/pip install --no-deps --no-build-isolation -e /work/specsrc
     echo /work/specsrc/aic-core/src > /work/specenv/lib/python3.11/site-packages/aiconfigurator_core_src.pth

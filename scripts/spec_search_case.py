@@ -104,6 +104,8 @@ FRAMES = ("candidates", "pareto_fronts", "best_configs")
 # Dropped from every frame: the per-op source dicts of the agg rows (the spec's own save strips it too).
 DROPPED = ("_per_ops_source",)
 ARG_KEYS = ("model", "gpus", "system", "backend", "version", "isl", "osl", "prefix", "ttft", "tpot", "top_n")
+# Options a case may set (in args only when set, so the other cases' meta.json stay as they are).
+OPTION_KEYS = ("nextn", "nextn_accepted")
 
 
 def _check_numpy() -> None:
@@ -210,6 +212,8 @@ def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple
             ttft=args["ttft"],
             tpot=args["tpot"],
             top_n=args["top_n"],
+            # MTP (docs/spec/options.md 2.5): only when the case sets it.
+            **{k: args[k] for k in OPTION_KEYS if args.get(k) is not None},
         )
     except Exception as e:  # the spec's refusal is recorded
         error = f"{type(e).__name__}: {e}"
@@ -312,6 +316,9 @@ def main(argv=None) -> int:
     ap.add_argument("--ttft", type=float)
     ap.add_argument("--tpot", type=float)
     ap.add_argument("--top-n", type=int, default=5)
+    ap.add_argument("--nextn", help="MTP draft tokens per step (an integer or 'auto'); written to args only if given")
+    ap.add_argument("--nextn-accepted", dest="nextn_accepted", type=float,
+                    help="MTP accepted draft tokens per step")
     ap.add_argument("--note", help="a 'note' field for meta.json (why the case exists, how it was made)")
     ap.add_argument("--compare", help="a case directory the written files must equal")
     ap.add_argument("--object-floats-as-text", action="store_true",
@@ -329,7 +336,10 @@ def main(argv=None) -> int:
         missing = [k for k, v in args.items() if v is None]
         if missing:
             ap.error("missing arguments: " + ", ".join("--" + k.replace("_", "-") for k in missing))
-    args = {k: args[k] for k in ARG_KEYS}
+    options = {k: getattr(a, k, None) for k in OPTION_KEYS} if not a.from_meta else {}
+    args = {k: args[k] for k in ARG_KEYS} | {k: v for k, v in {**args, **options}.items() if k in OPTION_KEYS and v is not None}
+    if isinstance(args.get("nextn"), str) and args["nextn"] != "auto":
+        args["nextn"] = int(args["nextn"])
 
     meta, frames = run_case(args, a.spec_src, a.systems, a.note)
     write_case(a.out, meta, frames, a.object_floats_as_text)

@@ -12,7 +12,7 @@ mod common;
 use std::fs::File;
 use std::path::PathBuf;
 
-use aicsql_serving::{AggQuery, DisaggQuery, Parallel, Server};
+use aicsql_serving::{AggQuery, DisaggQuery, Parallel};
 use aicsql_tables::DataTree;
 use aicsql_tables::pymath::np_round;
 use common::{data_dir, frame, goldens_dir, int, num, text};
@@ -41,10 +41,7 @@ fn every_single_worker_search_candidate() {
         let meta: serde_json::Value =
             serde_json::from_reader(File::open(case.join("meta.json")).expect("meta.json")).expect("meta.json is JSON");
         let args = &meta["args"];
-        let s = |k: &str| args[k].as_str().unwrap_or_else(|| panic!("meta args.{k}")).to_string();
-        let (model, system, backend, version) = (s("model"), s("system"), s("backend"), s("version"));
-        let mut server = Server::new(&tree, &model, &system, &backend, &version, true)
-            .unwrap_or_else(|e| panic!("{model} on {system}/{backend}/{version}: {e}"));
+        let mut server = common::case_server(&tree, args);
         let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let mut case_checked = 0;
         for row in frame(&case.join("agg.candidates.parquet")) {

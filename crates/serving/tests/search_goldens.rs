@@ -213,8 +213,7 @@ fn every_search_golden_case() {
         let u = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("meta args.{k}")) as u32;
         let f = |k: &str| a[k].as_f64().unwrap_or_else(|| panic!("meta args.{k}"));
         let model = s("model");
-        let mut server = Server::new(&tree, &model, &s("system"), &s("backend"), &s("version"), true)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut server = common::case_server(&tree, a);
         let q = SearchQuery {
             total_gpus: u("gpus"),
             isl: u("isl"),

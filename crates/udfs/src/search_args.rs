@@ -56,10 +56,6 @@ pub(crate) fn refuse_quant_settings(function: &str, options: &AicOptions) -> Res
              unset them (SET aic.max_seq_len = '') first"
         );
     }
-    if options.nextn != aicsql_serving::NextN::Off {
-        // options.md 2.5: the spec's search prices MTP; aicsql's does not yet.
-        return plan_err!("{function}: the search does not take aic.nextn yet; unset it (SET aic.nextn = '') first");
-    }
     if options.quant.is_empty() {
         return Ok(());
     }
@@ -104,6 +100,9 @@ pub(crate) fn search_call(
         &database.version,
         options.shared_layer,
     )
+    // MTP reaches every role of the search, as the spec's Task puts it in
+    // every role's model (docs/spec/options.md 2.5).
+    .and_then(|server| server.with_mtp(options.nextn, options.nextn_accepted))
     .map_err(|e| serving_error(function, &model, &db, e))?;
     let query = SearchQuery {
         total_gpus,

@@ -89,3 +89,20 @@ pub fn text<'r>(row: &'r BTreeMap<String, Cell>, name: &str) -> &'r str {
         other => panic!("column {name}: {other:?}"),
     }
 }
+
+/// A search case's server: its model on its database, with the MTP options
+/// its `meta.json` args set (`nextn`: a depth or 'auto'; `nextn_accepted`).
+pub fn case_server<'a>(tree: &'a aicsql_tables::DataTree, args: &serde_json::Value) -> aicsql_serving::Server<'a> {
+    use aicsql_serving::{NextN, Server};
+    let s = |k: &str| args[k].as_str().unwrap_or_else(|| panic!("meta args.{k}")).to_string();
+    let (model, system, backend, version) = (s("model"), s("system"), s("backend"), s("version"));
+    let nextn = match &args["nextn"] {
+        serde_json::Value::Null => NextN::Off,
+        serde_json::Value::String(t) => NextN::parse(t).unwrap_or_else(|e| panic!("meta args.nextn: {e}")),
+        v => NextN::from_number(v.as_f64().unwrap_or(f64::NAN), &v.to_string())
+            .unwrap_or_else(|e| panic!("meta args.nextn: {e}")),
+    };
+    Server::new(tree, &model, &system, &backend, &version, true)
+        .and_then(|server| server.with_mtp(nextn, args["nextn_accepted"].as_f64()))
+        .unwrap_or_else(|e| panic!("{model} on {system}/{backend}/{version}: {e}"))
+}
