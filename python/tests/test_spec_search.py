@@ -84,6 +84,13 @@ def _meta(case: str) -> dict:
     return json.loads((SEARCH / case / "meta.json").read_text())["args"]
 
 
+def _options(case: str):
+    """The case's MTP options (meta.json args ``nextn`` / ``nextn_accepted``), None without MTP."""
+    args = _meta(case)
+    options = {k: args[k] for k in ("nextn", "nextn_accepted") if args.get(k) is not None}
+    return options or None
+
+
 def _rows(case: str, mode: str) -> list:
     return pq.read_table(SEARCH / case / f"{mode}.candidates.parquet").to_pylist()
 
@@ -116,17 +123,18 @@ def _known_label_difference(col: str, frame, got, backend: str) -> bool:
 def _reprice(case: str, mode: str):
     """(rows re-priced, equal) per (dp, cp), and the first differences."""
     meta = _meta(case)
+    options = _options(case)
     db = f"{meta['system']}/{meta['backend']}/{meta['version']}"
     fields = AGG_FIELDS if mode == "agg" else DISAGG_FIELDS
     priced, equal, failures = Counter(), Counter(), []
     for row in _rows(case, mode):
         if mode == "agg":
             got = estimate_agg(meta["model"], db, row["parallel"], row["bs"], row["isl"], row["osl"], row["prefix"],
-                               row["ctx_tokens"], on_miss="error")  # fmt: skip
+                               row["ctx_tokens"], on_miss="error", options=options)  # fmt: skip
         else:
             got = estimate_disagg(meta["model"], db, row["(p)parallel"], row["(p)bs"], row["(p)workers"],
                                   row["(d)parallel"], row["(d)bs"], row["(d)workers"], row["isl"], row["osl"],
-                                  row["prefix"], on_miss="error")  # fmt: skip
+                                  row["prefix"], on_miss="error", options=options)  # fmt: skip
         key = _layout(row, mode)
         priced[key] += 1
         bad = [f"{col}: spec {row[col]!r} python {got[f]!r}" for col, f in fields.items()

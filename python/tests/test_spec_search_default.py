@@ -72,6 +72,14 @@ def _args(case: str) -> tuple:
             a["ttft"], a["tpot"])  # fmt: skip
 
 
+def _options(case: str):
+    """The case's MTP options (meta.json args ``nextn`` / ``nextn_accepted``,
+    ``cli_default``'s), None without MTP."""
+    args = _meta(case)["args"]
+    options = {k: args[k] for k in ("nextn", "nextn_accepted") if args.get(k) is not None}
+    return options or None
+
+
 def _golden(case: str, mode: str, frame: str) -> list:
     return pq.read_table(SEARCH / case / f"{mode}.{frame}.parquet").to_pylist()
 
@@ -83,7 +91,7 @@ def _result(case: str):
     """`run_search` of the case, once per test session (with its time)."""
     if case not in _RESULTS:
         t0 = time.perf_counter()
-        res = run_search(*_args(case), top_n=_meta(case)["args"]["top_n"])
+        res = run_search(*_args(case), top_n=_meta(case)["args"]["top_n"], options=_options(case))
         _RESULTS[case] = (res, time.perf_counter() - t0)
     return _RESULTS[case]
 
@@ -156,7 +164,7 @@ def test_search_default_frames_equal_the_goldens(case):
 def test_search_default_table(case):
     meta = _meta(case)
     t0 = time.perf_counter()
-    table = search_default(*_args(case), top_n=meta["args"]["top_n"])
+    table = search_default(*_args(case), top_n=meta["args"]["top_n"], options=_options(case))
     print(f"\n{case}: search_default {time.perf_counter() - t0:.1f} s")
     assert table.schema == DEFAULT_TABLE_SCHEMA
     rows = {r["mode"]: r for r in table.to_pylist()}
@@ -210,7 +218,7 @@ def test_search_mode_tables(case, mode):
     Pareto flags and the best ranks of the golden frames."""
     meta = _meta(case)
     fn = search_agg if mode == "agg" else search_disagg
-    table = fn(*_args(case), top_n=meta["args"]["top_n"])
+    table = fn(*_args(case), top_n=meta["args"]["top_n"], options=_options(case))
     assert table.schema == (AGG_TABLE_SCHEMA if mode == "agg" else DISAGG_TABLE_SCHEMA)
     rows = table.to_pylist()
     golden = _golden(case, mode, "candidates")

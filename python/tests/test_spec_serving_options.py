@@ -51,6 +51,7 @@ from aicsql.spec.serving import (
     estimate_disagg,
     estimate_disagg_batch,
     estimate_memory,
+    numpy_round3,
 )
 from aicsql.spec.step import engine_step, step_latency, step_latency_batch
 
@@ -799,17 +800,74 @@ def test_batch_forms_read_mtp_from_the_settings():
         step_latency(DENSE, DENSE_DB, "generation", 8, 4, 1024, 128, options={"nextn": 1})]
 
 
-def test_searches_refuse_a_nextn_setting():
-    """The searches do not price MTP yet: a session depth other than 0 is
-    refused, checked before the arguments (even a NULL one)."""
-    from aicsql.spec.search import search_agg_table, search_default_table, search_disagg_table
+@needs_data
+def test_searches_check_the_mtp_options_first():
+    """The searches take MTP (options.md 2.5): the table forms read aic.nextn /
+    aic.nextn_accepted and check them before the arguments (even a NULL one
+    gives no rows only once they are valid), the plain forms take them in
+    ``options``, with the estimates' texts; 'auto' resolves from the
+    checkpoint before the database; nothing else is taken."""
+    from aicsql.spec.search import run_search, search_agg_table, search_default_table, search_disagg_table
 
     args = [None, "h200_sxm/vllm/0.19.0", 8, 1024, 128, 0, 2000.0, 30.0]
     for table in (search_agg_table, search_disagg_table, search_default_table):
-        for value in ("1", "auto"):
-            with pytest.raises(ValueError, match=r"the searches do not take MTP speculative decoding yet \(aic\.nextn"):
-                table({"aic.nextn": value, "aic.nextn_accepted": "0.5"}, *args)
-        for settings in ({"aic.nextn": ""}, {"aic.nextn": "0"}, {"aic.nextn_accepted": "0.5"}, {}):
-            assert table(settings, *args).num_rows == 0  # NULL argument: no rows, nothing refused
-        with pytest.raises(ValueError, match=r"^nextn \(-1\) must be >= 0\.$"):
-            table({"aic.nextn": "-1"}, *args)
+        for settings in ({"aic.nextn": "1", "aic.nextn_accepted": "0.5"}, {"aic.nextn": "AUTO"},
+                         {"aic.nextn": "auto", "aic.nextn_accepted": "0.5"}, {"aic.nextn": ""}, {"aic.nextn": "0"},
+                         {"aic.nextn_accepted": "0.5"}, {"aic.nextn": "0", "aic.nextn_accepted": "7"}, {}):  # fmt: skip
+            assert table(settings, *args).num_rows == 0, settings  # NULL argument: no rows
+        for settings, text in (({"aic.nextn": "-1"}, r"^nextn \(-1\) must be >= 0\.$"),
+                               ({"aic.nextn": "1.5", "aic.nextn_accepted": "1"}, r"^nextn \(1\.5\) must be an integer"),
+                               ({"aic.nextn": "2"}, r"^nextn=2 requires 'nextn_accepted'"),
+                               ({"aic.nextn": "2", "aic.nextn_accepted": "3"},
+                                r"^nextn_accepted \(3\.0\) must be within \[0, nextn=2\]\.$"),
+                               ({"aic.nextn": "two"}, r"^setting nextn = 'two' is not an integer or 'auto'$")):  # fmt: skip
+            with pytest.raises(ValueError, match=text):
+                table(settings, *args)
+    plain = (DENSE, "no_such_system/sglang/0.5.14", 4, 1024, 128, 0, 2000.0, 30.0)
+    for options, text in (({"nextn": 2}, r"^nextn=2 requires 'nextn_accepted'"),
+                          ({"nextn": "2", "nextn_accepted": 1}, r"^nextn \(2\) must be an integer draft length\.$"),
+                          ({"nextn": 1, "nextn_accepted": 1.5}, r"^nextn_accepted \(1\.5\) must be within"),
+                          ({"nextn": 1, "nextn_accepted": 0.5, "kvcache_quant": "fp8"},
+                           r"^the searches take the MTP options \(nextn, nextn_accepted\) only, not kvcache_quant$"),
+                          ({"max_seq_len": 4096}, r"the MTP options \(nextn, nextn_accepted\) only, not max_seq_len$"),
+                          ({"nextn": 1, "nextn_top": 1}, r"^unknown option 'nextn_top'")):  # fmt: skip
+        with pytest.raises(ValueError, match=text):
+            run_search(*plain[:3], -5, *plain[4:], options=options)  # checked before the (bad) isl
+    # 'auto': the checkpoint's depth (DeepSeek-V3: 1), checked before the (unknown) database
+    with pytest.raises(ValueError, match=r"^nextn=1 requires 'nextn_accepted' "):
+        run_search(DSV3, "no_such_system/sglang/0.5.14", 8, 1024, 128, options={"nextn": "auto"})
+
+
+@needs_data
+def test_searches_price_mtp():
+    """options.md 2.4 / 2.5 on a one-GPU search (agg only): the candidates are
+    the estimates at the draft depth with the projection (the keep test on
+    projected values); the table form reads the same options from the
+    settings; depth 0 and 'auto' on a checkpoint without MTP layers are the
+    search without MTP; accepted = 0 prices the depth with no projection."""
+    from aicsql.spec.search import run_search, search_agg, search_agg_table
+
+    db = "rtx_pro_6000_server/sglang/0.5.14"
+    args = (DENSE, db, 1, 256, 256, 128, 1500.0, 50.0)
+    mtp = {"nextn": 2, "nextn_accepted": 1.4}
+    base = run_search(*args, top_n=1, modes=("agg",)).modes["agg"]
+    res = run_search(*args, top_n=1, modes=("agg",), options=mtp).modes["agg"]
+    assert base.ok and res.ok and res.candidates != base.candidates
+    assert all(r["tpot"] <= 50.0 and r["ttft"] <= 1500.0 for r in res.candidates)
+    for r in res.candidates[:: max(1, len(res.candidates) // 12)]:
+        got = estimate_agg(DENSE, db, r["parallel"], r["bs"], r["isl"], r["osl"], r["prefix"], r["ctx_tokens"],
+                           on_miss="error", options=mtp)  # fmt: skip
+        assert (got["tpot_ms"], got["ttft_ms"], got["tokens_per_s_per_gpu"], got["memory_gib"]) == (
+            r["tpot"], r["ttft"], r["tokens/s/gpu"], r["memory"])
+    table = search_agg(*args, top_n=1, options=mtp)
+    assert search_agg_table({"aic.nextn": "2", "aic.nextn_accepted": "1.4", "aic.top_n": "1"}, *args) == (
+        table.combine_chunks().to_batches()[0])
+    for options in ({"nextn": 0, "nextn_accepted": 9.0}, {"nextn": "auto", "nextn_accepted": 1.4}):
+        assert run_search(*args, top_n=1, modes=("agg",), options=options).modes["agg"].candidates == base.candidates
+    zero = run_search(*args, top_n=1, modes=("agg",), options={"nextn": 2, "nextn_accepted": 0}).modes["agg"]
+    r = zero.candidates[0]
+    got = estimate_agg(DENSE, db, r["parallel"], r["bs"], r["isl"], r["osl"], r["prefix"], r["ctx_tokens"],
+                       on_miss="error", options={"nextn": 2, "nextn_accepted": 0})  # fmt: skip
+    assert got["tpot_ms"] != estimate_agg(DENSE, db, r["parallel"], r["bs"], r["isl"], r["osl"], r["prefix"],
+                                          r["ctx_tokens"], on_miss="error")["tpot_ms"]  # fmt: skip
+    assert numpy_round3(got["tpot_ms"]) == r["tpot"] and numpy_round3(got["ttft_ms"]) == r["ttft"]

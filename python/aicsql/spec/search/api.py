@@ -2,7 +2,8 @@
 
 Plain Python::
 
-    search_default(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, *, top_n=5, strict_sla=False)
+    search_default(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, *, top_n=5, strict_sla=False,
+                   options=None)
     search_agg(...same arguments...)
     search_disagg(...same arguments...)
 
@@ -34,12 +35,23 @@ A search on one GPU has no disagg experiment (the spec builds it for
 ``total_gpus >= 2`` only): `search_default` then has the agg row alone and
 `search_disagg` raises.
 
-The searches do not take MTP speculative decoding yet (docs/spec/options.md
-2.5: the spec's search prices every candidate at the draft depth and keeps
-them on projected values): the table forms refuse a session setting
-``aic.nextn`` other than 0 ('auto' included) with a ValueError rather than
-search without it (``aic.nextn_accepted`` alone is ignored, as the spec
-ignores it at depth 0).
+MTP speculative decoding (docs/spec/options.md 2, ``cli_default(...,
+nextn=..., nextn_accepted=...)``): ``options`` takes the estimates' MTP
+options, ``{"nextn": 2, "nextn_accepted": 1.4}`` (``nextn`` an integer >= 0
+or 'auto', the checkpoint's ``num_nextn_predict_layers``; ``nextn_accepted``
+required within ``[0, nextn]`` once the depth is > 0, ignored at depth 0);
+the table forms read the settings ``aic.nextn`` and ``aic.nextn_accepted``
+('' = unset). They are checked first, with the estimates' texts ('auto' once
+the checkpoint has resolved it), before the arguments -- in the table forms
+even before a NULL argument gives no rows. At a depth > 0 every candidate
+is priced at that depth (the search's StepContext is the one of the resolved
+depth: verification iterations, ``nextn + 1`` tokens per request and step,
+activations times ``nextn + 1``), each agg point is projected over the
+accepted tokens before the keep test (``tpot <= t``, ``ttft <= target`` on
+the projected, 3-decimal values) and each decode worker row before the
+matching; prefill rows are not projected (options.md 2.4, 2.5). The searches
+take no other option (the quantisation overrides and memory knobs of the
+estimates are refused in ``options``; the table forms read no other setting).
 """
 
 from __future__ import annotations
@@ -49,8 +61,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 import pyarrow as pa
 
 from ..step.api import _int_arg, _settings
-from ..step.engine import step_context
-from ..step.options import settings_options
+from ..step.engine import resolve_nextn, step_context
+from ..step.options import MTP_OPTIONS, NO_OVERRIDES, MtpOptions, Options, parse_options, settings_options
 from .pick import CLUSTER, best_configs, cluster_rate, pareto_front, with_cluster
 from .space import (
     TPOT_SWEEP,
@@ -196,15 +208,33 @@ def _target(name: str, v) -> float:
     return float(v)
 
 
+def _mtp(options) -> MtpOptions:
+    """The MTP options of a search's ``options`` (a dict, `Options` or None),
+    checked as the spec's ``cli_default`` checks them first: the depth rule,
+    and for a given depth the acceptance ('auto' waits for the checkpoint).
+    Any other option is refused: the searches take the MTP options only."""
+    parsed = parse_options(options)
+    if parsed.quant != NO_OVERRIDES or not parsed.memory.is_empty():
+        given = sorted(k for k in (options if isinstance(options, dict) else {}) if k not in MTP_OPTIONS)
+        raise ValueError(f"the searches take the MTP options ({', '.join(MTP_OPTIONS)}) only, not "
+                         f"{', '.join(given) or 'quantisation overrides or memory knobs'}")  # fmt: skip
+    mtp = parsed.mtp
+    if mtp.nextn != "auto":
+        mtp.accepted_at(mtp.nextn)
+    return mtp
+
+
 def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix: int = 0, ttft_ms: float = 2000.0,
                tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False,
                modes: Sequence[str] = ("agg", "disagg"),
                shared_layer: bool = True, backend: str = "", version: str = "latest",
-               data=None) -> SearchResult:  # fmt: skip
+               options: Optional[Dict[str, object]] = None, data=None) -> SearchResult:  # fmt: skip
     """``cli_default`` (api:155) for one backend: the agg and disagg
     experiments (search.md 1.3; no DeepEP twins), each swept and picked.
     An experiment that finds nothing is reported with its reason; the chosen
-    one is the larger best cluster rate, agg on a tie ('none' if neither)."""
+    one is the larger best cluster rate, agg on a tie ('none' if neither).
+    ``options``: the MTP options ``nextn`` / ``nextn_accepted`` (module doc)."""
+    mtp = _mtp(options)
     if not isinstance(model, str):
         raise ValueError(f"model = {model!r} is not a string")
     total_gpus = _positive("total_gpus", total_gpus)
@@ -221,8 +251,11 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
         raise ValueError(f"top_n = {top_n} must be a positive integer")
     s = _settings({"backend": backend, "version": version, "on_miss": "null",
                    "shared_layer": "true" if shared_layer else "false"}, data)  # fmt: skip
+    # cli_default settles the MTP options ('auto' from the checkpoint) before anything else is built
+    nextn = resolve_nextn(s.tree, model, mtp.nextn)
+    accepted = mtp.accepted_at(nextn)
     database = s.tree.resolve(db, s.backend, s.version)
-    ctx = step_context(s.tree, model, database, s.shared_layer)
+    ctx = step_context(s.tree, model, database, s.shared_layer, None, nextn)
     spec_model = ctx.model
     be, system = database.backend, database.system
     results: Dict[str, ModeResult] = {}
@@ -232,7 +265,7 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
         lists = agg_lists(spec_model.is_moe, be, system, total_gpus)
         tuples = enumerate_parallel(lists, spec_model.is_moe, be)
         try:
-            sweep = sweep_agg(ctx, model, tuples, isl, osl, prefix, ttft, tpot_list)
+            sweep = sweep_agg(ctx, model, tuples, isl, osl, prefix, ttft, tpot_list, accepted)
             results["agg"] = _pick("agg", sweep.rows, total_gpus, tpot, top_n, strict_sla, sweep.skipped, sweep.stats)
         except SweepError as exc:
             results["agg"] = _failed("agg", f"{exc.kind}: {exc}")
@@ -244,7 +277,7 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
             # The decode role keeps the checkpoint's FMHA label (Task._resolve_quant_modes).
             sweep = sweep_disagg(ctx, model, p_tuples, d_tuples, isl, osl, prefix, ttft, tpot_list,
                                  deployment_sizes(total_gpus), require_same_tp=(be == "sglang"),
-                                 decode_fmha_label=spec_model.quant.fmha)  # fmt: skip
+                                 decode_fmha_label=spec_model.quant.fmha, accepted=accepted)  # fmt: skip
             if sweep.rows:
                 results["disagg"] = _pick("disagg", sweep.rows, total_gpus, tpot, top_n, strict_sla,
                                           sweep.skipped, sweep.stats)  # fmt: skip
@@ -286,7 +319,8 @@ def _mode_table(result: ModeResult, columns, schema: pa.Schema) -> pa.Table:
 def search_agg(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix: int = 0, ttft_ms: float = 2000.0,
                tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False, **kw) -> pa.Table:  # fmt: skip
     """The agg candidates of ``cli default`` (`AGG_TABLE_SCHEMA`), in the
-    spec's order; ValueError with the reason if the sweep found nothing."""
+    spec's order; ValueError with the reason if the sweep found nothing.
+    ``kw``: `run_search`'s keywords (``options``: the MTP options)."""
     res = run_search(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n, strict_sla=strict_sla,
                      modes=("agg",), **kw)  # fmt: skip
     mode = res.modes["agg"]
@@ -365,36 +399,34 @@ def _flag(text) -> bool:
     raise ValueError(f"setting strict_sla = {text!r} is not a boolean")
 
 
-def _refuse_mtp(name: str, settings: Dict[str, object]) -> None:
-    """ValueError when the session asks for MTP, which the searches do not
-    price yet (module doc); a malformed setting is refused as everywhere."""
-    mtp = settings_options({k: settings[k] for k in ("nextn", "nextn_accepted") if k in settings}).mtp
-    if mtp.nextn != 0:
-        raise ValueError(
-            f"{name}: the searches do not take MTP speculative decoding yet (aic.nextn = {settings['nextn']!r}); "
-            "unset it (SET aic.nextn = '') to search without MTP"
-        )
+def _settings_mtp(settings: Dict[str, object]) -> Options:
+    """The MTP options of the session settings ``aic.nextn`` / ``aic.nextn_accepted``
+    ('' = unset; the other settings are not read), checked as `run_search` checks them."""
+    options = settings_options({k: settings[k] for k in MTP_OPTIONS if k in settings})
+    _mtp(options)
+    return options
 
 
 def _bridge(name: str, fn, schema: pa.Schema, settings, args, data) -> pa.RecordBatch:
     if len(args) != len(_ARG_NAMES):
         raise ValueError(f"{name}({', '.join(_ARG_NAMES)}) takes {len(_ARG_NAMES)} arguments, got {len(args)}")
     s = {str(k)[4:] if str(k).startswith("aic.") else str(k): v for k, v in (settings or {}).items()}
-    _refuse_mtp(name, s)
+    options = _settings_mtp(s)  # checked before the arguments, a NULL one included
     if any(v is None for v in args):
         return pa.RecordBatch.from_pylist([], schema=schema)
     top_n = s.get("top_n")
     top_n = 5 if top_n in (None, "") else int(str(top_n).strip())
     table = fn(*args, top_n=top_n, strict_sla=_flag(s.get("strict_sla", "false")),
                backend=str(s.get("backend") or ""), version=str(s.get("version") or "latest"),
-               shared_layer=_flag(s.get("shared_layer", "true")), data=data)  # fmt: skip
+               shared_layer=_flag(s.get("shared_layer", "true")), options=options, data=data)  # fmt: skip
     batches = table.combine_chunks().to_batches()
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=schema)
 
 
 def search_agg_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBatch:
     """``py_search_agg(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms)``
-    (settings ``aic.top_n``, default 5, and ``aic.strict_sla``, default false;
+    (settings ``aic.top_n``, default 5, ``aic.strict_sla``, default false, and
+    the MTP options ``aic.nextn`` / ``aic.nextn_accepted``, default unset;
     a NULL argument gives no rows)."""
     return _bridge("py_search_agg", search_agg, AGG_TABLE_SCHEMA, settings, args, data)
 

@@ -3,6 +3,13 @@ restated on plain lists of row dicts with the spec's column names
 (docs/spec/search.md sections 2 and 3). Each point is priced by the serving
 path (`aicsql.spec.serving.estimate`: `agg_point`, `static_worker_row`).
 
+MTP speculative decoding (docs/spec/options.md 2.4, 2.5): the `StepContext`
+carries the draft depth (it prices verification iterations), and
+``accepted``, the accepted draft tokens per iteration (0.0: no projection),
+projects every priced agg point (role 'agg', before the keep test, which then
+compares the projected, 3-decimal values) and every decode worker row (role
+'decode', before the matching); prefill rows are never projected.
+
 Frames are lists of dicts keyed by ``ColumnsAgg`` / ``ColumnsDisagg``; a
 ``DataFrame.round(3)`` is `round_row` (numpy's rounding of every float,
 ints and strings untouched); single-key sorts are `sort_indexer` (numpy's
@@ -25,6 +32,7 @@ from ..serving.estimate import (
     static_worker_row,
     worker,
 )
+from ..serving.speculative import project_decode
 from ..step.engine import StepContext
 from .sorts import group_keys, sort_indexer, stable_indexer, take
 from .space import (
@@ -144,10 +152,12 @@ class _AggPoints(NamedTuple):
     priced: int
 
 
-def _walk_agg(w, model: str, isl: int, osl: int, prefix: int) -> _AggPoints:
+def _walk_agg(w, model: str, isl: int, osl: int, prefix: int, accepted: float = 0.0) -> _AggPoints:
     """The priced points of one layout (search.md 2.2): batch sizes ascending,
     context budgets ascending, the two breaks, the balance skip, OOM / KV-OOM
-    breaks. The grid does not depend on the TPOT value, so it is walked once."""
+    breaks. The grid does not depend on the TPOT value, so it is walked once.
+    ``accepted`` > 0: each point is the MTP-projected one (rounded), so the
+    tpot / ttft kept for the keep test are the projected values."""
     b_list = [b for b in AGG_BATCH_SCHEDULE if b <= AGG_MAX_BATCH_SIZE]
     c_list = agg_ctx_tokens(isl)
     capped: List[float] = []
@@ -167,7 +177,7 @@ def _walk_agg(w, model: str, isl: int, osl: int, prefix: int) -> _AggPoints:
                 if gen_tokens > 1 and gen_tokens in capped:
                     continue
                 capped.append(gen_tokens)
-            result = agg_point(w, b, isl, osl, prefix, c)
+            result = agg_point(w, b, isl, osl, prefix, c, accepted=accepted)
             priced += 1
             model_oom = result.oom
             kv_oom = result.kv_warning is not None
@@ -181,11 +191,12 @@ def _walk_agg(w, model: str, isl: int, osl: int, prefix: int) -> _AggPoints:
 
 
 def sweep_agg(ctx: StepContext, model: str, tuples: Sequence[Parallel6], isl: int, osl: int, prefix: int,
-              ttft: float, tpot_list: Sequence[int]) -> SweepResult:  # fmt: skip
+              ttft: float, tpot_list: Sequence[int], accepted: float = 0.0) -> SweepResult:  # fmt: skip
     """``sweep_agg`` (sweep:359-535): per layout, per TPOT value, the top 10
     points by ``seq/s`` under ``tpot <= t`` and ``ttft <= ttft``; then
     ``drop_duplicates`` and the ``tokens/s/gpu`` sort. SweepError when
-    nothing was found."""
+    nothing was found. ``accepted``: the MTP acceptance of the points'
+    projection (module doc; 0.0 = none)."""
     results: List[dict] = []
     skipped: List[Tuple[str, str]] = []
     saw_model_fit = saw_memory_fit = False
@@ -193,7 +204,7 @@ def sweep_agg(ctx: StepContext, model: str, tuples: Sequence[Parallel6], isl: in
     for t in tuples:
         try:
             w = worker(ctx, _layout(ctx, t), "context")  # get_model: may raise
-            walk = _walk_agg(w, model, isl, osl, prefix)  # any point may raise: the layout gives nothing
+            walk = _walk_agg(w, model, isl, osl, prefix, accepted)  # any point may raise: the layout gives nothing
         except Exception as exc:  # the spec's per-configuration ``except Exception``
             skipped.append((_label(t), str(exc)))
             continue
@@ -247,12 +258,15 @@ class WorkerRows(NamedTuple):
 
 
 def disagg_workers(ctx: StepContext, model: str, tuples: Sequence[Parallel6], role: str, batches: Sequence[int],
-                   isl: int, osl: int, prefix: int, fmha_label: Optional[str] = None) -> WorkerRows:  # fmt: skip
+                   isl: int, osl: int, prefix: int, fmha_label: Optional[str] = None,
+                   accepted: float = 0.0) -> WorkerRows:  # fmt: skip
     """``_get_disagg_worker_candidates`` (sweep:541-635): per layout, per batch
     size ascending, the static worker row (rounded) until the first OOM; a
     layout that raises keeps the rows it already gave. ``fmha_label``
     replaces the worker's FMHA label (the decode role's checkpoint label,
-    search.md 3.2). SweepError when no row at all."""
+    search.md 3.2). ``accepted`` > 0: a decode row is the MTP-projected one
+    (options.md 2.4, role 'decode'); a prefill row is never projected.
+    SweepError when no row at all."""
     mode = "static_ctx" if role == "prefill" else "static_gen"
     rows: List[dict] = []
     skipped: List[Tuple[str, str]] = []
@@ -265,6 +279,8 @@ def disagg_workers(ctx: StepContext, model: str, tuples: Sequence[Parallel6], ro
                 if oom:
                     break
                 all_oom = False
+                if role != "prefill":
+                    row = project_decode(row, accepted)
                 row["model"] = model
                 if fmha_label is not None:
                     row["fmha"] = fmha_label
@@ -378,13 +394,14 @@ def rate_match(p: dict, np_: int, d: dict, nd: int) -> dict:
 def sweep_disagg(ctx: StepContext, model: str, prefill_tuples: Sequence[Parallel6],
                  decode_tuples: Sequence[Parallel6], isl: int, osl: int, prefix: int, ttft: float,
                  tpot_list: Sequence[int], sizes: Sequence[int], require_same_tp: bool,
-                 decode_fmha_label: Optional[str] = None) -> SweepResult:  # fmt: skip
-    """``sweep_disagg`` (sweep:739-965) with the Task's defaults (search.md 3)."""
+                 decode_fmha_label: Optional[str] = None, accepted: float = 0.0) -> SweepResult:  # fmt: skip
+    """``sweep_disagg`` (sweep:739-965) with the Task's defaults (search.md 3);
+    ``accepted``: the MTP acceptance projecting the decode rows (module doc)."""
     prefill_batches = list(range(1, max(PREFILL_MAX_BATCH_SIZE * isl, isl) // isl + 1))
     decode_batches = [b for b in DECODE_BATCH_SCHEDULE if b <= DECODE_MAX_NUM_TOKENS]
     prefill = disagg_workers(ctx, model, prefill_tuples, "prefill", prefill_batches, isl, osl, prefix)
     decode = disagg_workers(ctx, model, decode_tuples, "decode", decode_batches, isl, osl, prefix,
-                            decode_fmha_label)  # fmt: skip
+                            decode_fmha_label, accepted)  # fmt: skip
     stats = {"prefill_rows": len(prefill.rows), "decode_rows": len(decode.rows), "t_with_result": 0,
              "rows_before_dedupe": 0}  # fmt: skip
     skipped = [("prefill " + a, b) for a, b in prefill.skipped] + [("decode " + a, b) for a, b in decode.skipped]
