@@ -105,7 +105,9 @@ FRAMES = ("candidates", "pareto_fronts", "best_configs")
 DROPPED = ("_per_ops_source",)
 ARG_KEYS = ("model", "gpus", "system", "backend", "version", "isl", "osl", "prefix", "ttft", "tpot", "top_n")
 # Options a case may set (in args only when set, so the other cases' meta.json stay as they are).
-OPTION_KEYS = ("nextn", "nextn_accepted")
+OPTION_KEYS = ("nextn", "nextn_accepted", "max_seq_len", "free_gpu_memory_fraction", "enable_chunked_prefill")
+# Options of the CLI that cli_default() does not take (set by wrapping what it calls, see run_case).
+CLI_ONLY_KEYS = ("enable_chunked_prefill",)
 
 
 def _check_numpy() -> None:
@@ -193,8 +195,21 @@ def _storable(df, floats_as_text: bool = False):
     return df
 
 
+def _enable_chunked_prefill() -> None:
+    """``cli default --enable-chunked-prefill``: the CLI passes the flag to
+    ``build_default_tasks``; ``cli_default()`` has no such argument and calls
+    it without, so the call is made with the flag set, as the CLI makes it."""
+    import functools
+
+    from aiconfigurator.cli import api
+
+    api.build_default_tasks = functools.partial(api.build_default_tasks, enable_chunked_prefill=True)
+
+
 def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple[dict, dict]:
     cli_default, captured = load_spec(spec_src, systems)
+    if args.get("enable_chunked_prefill"):
+        _enable_chunked_prefill()
     error = None
     result = None
     t0 = time.time()
@@ -212,8 +227,8 @@ def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple
             ttft=args["ttft"],
             tpot=args["tpot"],
             top_n=args["top_n"],
-            # MTP (docs/spec/options.md 2.5): only when the case sets it.
-            **{k: args[k] for k in OPTION_KEYS if args.get(k) is not None},
+            # MTP and TRT-LLM's KV knobs (docs/spec/options.md 2.5, 3.2): only when the case sets them.
+            **{k: args[k] for k in OPTION_KEYS if args.get(k) is not None and k not in CLI_ONLY_KEYS},
         )
     except Exception as e:  # the spec's refusal is recorded
         error = f"{type(e).__name__}: {e}"
@@ -319,6 +334,13 @@ def main(argv=None) -> int:
     ap.add_argument("--nextn", help="MTP draft tokens per step (an integer or 'auto'); written to args only if given")
     ap.add_argument("--nextn-accepted", dest="nextn_accepted", type=float,
                     help="MTP accepted draft tokens per step")
+    ap.add_argument("--max-seq-len", dest="max_seq_len", type=int,
+                    help="TRT-LLM's KV-cache sequence length; written to args only if given")
+    ap.add_argument("--free-gpu-memory-fraction", dest="free_gpu_memory_fraction", type=float,
+                    help="TRT-LLM's KV-cache share of free GPU memory; written to args only if given")
+    ap.add_argument("--enable-chunked-prefill", dest="enable_chunked_prefill", action="store_true", default=None,
+                    help="the CLI's --enable-chunked-prefill (cli_default() has no such argument); "
+                         "written to args only if given")
     ap.add_argument("--note", help="a 'note' field for meta.json (why the case exists, how it was made)")
     ap.add_argument("--compare", help="a case directory the written files must equal")
     ap.add_argument("--object-floats-as-text", action="store_true",

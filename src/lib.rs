@@ -10,9 +10,12 @@ pub mod reference;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::DFParser;
+use datafusion::sql::sqlparser::dialect::dialect_from_str;
 
 pub use aicsql_catalog::{AicCatalog, CATALOG_NAME};
 pub use aicsql_tables::DataTree;
@@ -123,4 +126,25 @@ impl SessionBuilder {
 /// session (the same registration every process of a cluster does).
 pub fn register(ctx: &SessionContext, tree: Arc<DataTree>) {
     aicsql_cluster::register(ctx, &tree);
+}
+
+/// Runs every statement of `sql` in order in `ctx` (a query file holds
+/// several: a `CREATE TABLE` the later ones read, then their SELECTs) and
+/// returns each statement's rows. The first failure stops the run and names
+/// the statement's place.
+pub async fn run_statements(ctx: &SessionContext, sql: &str) -> Result<Vec<Vec<RecordBatch>>> {
+    let dialect = ctx.state().config().options().sql_parser.dialect;
+    let parser_dialect = dialect_from_str(dialect).ok_or_else(|| {
+        DataFusionError::Plan(format!("unknown SQL dialect {dialect} (datafusion.sql_parser.dialect)"))
+    })?;
+    let statements = DFParser::parse_sql_with_dialect(sql, parser_dialect.as_ref())?;
+    let count = statements.len();
+    let mut results = Vec::with_capacity(count);
+    for (i, statement) in statements.into_iter().enumerate() {
+        let at = |e: DataFusionError| e.context(format!("statement {} of {count}", i + 1));
+        let plan = ctx.state().statement_to_plan(statement).await.map_err(at)?;
+        let frame = ctx.execute_logical_plan(plan).await.map_err(at)?;
+        results.push(frame.collect().await.map_err(at)?);
+    }
+    Ok(results)
 }

@@ -76,19 +76,20 @@ enum Command {
         #[command(subcommand)]
         action: DataAction,
     },
-    /// Draw a query's rows: a search's Pareto frontier, a GEMM curve or an
-    /// engine step per op (columns in docs/plots.md; queries/plot/ has one
-    /// query of each)
+    /// Draw a query's rows: a search's Pareto frontier, a GEMM curve, an
+    /// engine step per op, or estimates against measurements (columns in
+    /// docs/plots.md; queries/plot/ has one query of each)
     Plot {
-        /// pareto, gemm or step
+        /// pareto, gemm, step or accuracy
         #[arg(value_enum)]
         kind: PlotKind,
-        /// The query whose rows are drawn
+        /// SQL to run after the files; its last statement's rows are drawn
         #[arg(long, value_name = "QUERY", required_unless_present = "query_file")]
         sql: Option<String>,
-        /// A file holding the query
-        #[arg(long = "file", value_name = "FILE", conflicts_with = "sql")]
-        query_file: Option<PathBuf>,
+        /// SQL file to run (repeatable, in order, before --sql): every
+        /// statement runs in one session, the last one's rows are drawn
+        #[arg(long = "file", value_name = "FILE")]
+        query_file: Vec<PathBuf>,
         /// Write SVG or PNG (by extension) instead of drawing in the terminal
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -171,6 +172,7 @@ enum PlotKind {
     Pareto,
     Gemm,
     Step,
+    Accuracy,
 }
 
 impl PlotKind {
@@ -179,6 +181,7 @@ impl PlotKind {
             PlotKind::Pareto => aicsql_plot::Kind::Pareto,
             PlotKind::Gemm => aicsql_plot::Kind::Gemm,
             PlotKind::Step => aicsql_plot::Kind::Step,
+            PlotKind::Accuracy => aicsql_plot::Kind::Accuracy,
         }
     }
 }
@@ -259,14 +262,17 @@ fn log_to_stderr(quiet: bool) -> impl FnMut(&str) {
     }
 }
 
-/// Runs the query and draws its rows: into `out`, or on the terminal.
+/// Runs the statements and draws the last one's rows: into `out`, or on the terminal.
 async fn plot(
     ctx: &datafusion::prelude::SessionContext,
     kind: aicsql_plot::Kind,
     sql: &str,
     out: Option<&std::path::Path>,
 ) -> Result<()> {
-    let batches = ctx.sql(sql).await?.collect().await?;
+    let batches = aicsql::run_statements(ctx, sql)
+        .await?
+        .pop()
+        .ok_or_else(|| DataFusionError::Plan(format!("plot {}: the SQL holds no statement", kind.name())))?;
     let plot_err = |e: aicsql_plot::PlotError| DataFusionError::Execution(format!("plot {}: {e}", kind.name()));
     let figure = aicsql_plot::Figure::from_batches(kind, &batches).map_err(plot_err)?;
     let series: Vec<String> = figure.summary().iter().map(|(name, n)| format!("{name}: {n}")).collect();
@@ -441,12 +447,18 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
     }
 
     if let Some(Command::Plot { kind, sql, query_file, out }) = &args.command {
-        let sql = match (sql, query_file) {
-            (Some(sql), _) => sql.clone(),
-            (None, Some(path)) => std::fs::read_to_string(path)
-                .map_err(|e| DataFusionError::Execution(format!("cannot read {}: {e}", path.display())))?,
-            (None, None) => return Err(DataFusionError::Plan("plot: give the query with --sql or --file".into())),
-        };
+        let mut script = String::new();
+        for path in query_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| DataFusionError::Execution(format!("cannot read {}: {e}", path.display())))?;
+            script.push_str(&text);
+            // A file's last statement may lack its ';'.
+            script.push_str("\n;\n");
+        }
+        script.push_str(sql.as_deref().unwrap_or_default());
+        if script.trim().is_empty() {
+            return Err(DataFusionError::Plan("plot: give the query with --sql or --file".into()));
+        }
         let builder = SessionBuilder::open(&data_dirs(&args).await?)?;
         let ctx = match &args.cluster {
             Some(url) => {
@@ -455,7 +467,7 @@ async fn run(args: Args, inputs: Vec<Input>) -> Result<()> {
             }
             None => builder.build(),
         };
-        return plot(&ctx, kind.kind(), &sql, out.as_deref()).await;
+        return plot(&ctx, kind.kind(), &script, out.as_deref()).await;
     }
     if let Some(Command::Docs { out }) = &args.command {
         if args.cluster.is_some() {

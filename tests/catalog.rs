@@ -257,8 +257,9 @@ async fn the_session_builder_mounts_urls_and_directories_together() {
 /// (`silicon_accuracy_goldens.parquet`, `scripts/spec_silicon.py`). Every
 /// point the spec prices is priced with the same version and the same TTFT
 /// and TPOT to the bit, its relative errors are the report's (6 decimals);
-/// every point the spec cannot price (a missing table) is 'no estimate'
-/// with a reason of that kind.
+/// every point the spec cannot price has the spec's error class as its
+/// status. The report has the spec's columns, one row per point by id; the
+/// summary one row per backend and system.
 #[tokio::test]
 async fn the_accuracy_query_is_the_specs_report() {
     let ctx = SessionBuilder::with_tree(common::tree()).build();
@@ -268,21 +269,22 @@ async fn the_accuracy_query_is_the_specs_report() {
         .expect("the golden report reads");
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("queries/accuracy/silicon_refs.sql");
     let sql = fs::read_to_string(&file).expect("the query reads");
-    let body = sql.trim_end().trim_end_matches(';');
-    let ours = body.rsplit_once("ORDER BY").map_or(body, |(head, _)| head);
-    let compare = format!(
-        "SELECT count(*) AS points,
+    let results = aicsql::run_statements(&ctx, &sql).await.unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    assert_eq!(results.len(), 3, "the table, the report, the summary");
+    let compare = "SELECT count(*) AS points,
                 count(*) FILTER (WHERE s.status = 'OK' AND o.status = 'OK'
                                  AND o.predicted_ttft_ms = s.ttft AND o.predicted_tpot_ms = s.tpot
                                  AND o.predicted_with_version = s.predicted_with_version
                                  AND abs(o.ttft_rel_err - CAST(nullif(s.ttft_rel_err, '') AS DOUBLE)) <= 5e-7
                                  AND abs(o.tpot_rel_err - CAST(nullif(s.tpot_rel_err, '') AS DOUBLE)) <= 5e-7) AS equal,
-                count(*) FILTER (WHERE s.status = 'PerfDataNotAvailableError' AND o.status = 'no estimate'
-                                 AND o.reason LIKE 'perf data not available%') AS misses,
+                count(*) FILTER (WHERE s.status <> 'OK' AND o.status = s.status
+                                 AND o.predicted_ttft_ms IS NULL AND o.predicted_with_version IS NULL) AS same_failures,
                 count(*) FILTER (WHERE s.status = 'OK') AS spec_ok
-         FROM ({ours}) o JOIN spec_report s ON s.id = o.id"
-    );
-    let batches = query(&ctx, &compare).await.expect("the comparison runs");
+         FROM report o JOIN spec_report s ON s.id = o.id";
+    let report = datafusion::datasource::MemTable::try_new(results[1][0].schema(), vec![results[1].clone()])
+        .expect("the report as a table");
+    ctx.register_table("report", Arc::new(report)).expect("registers");
+    let batches = query(&ctx, compare).await.expect("the comparison runs");
     let b = &batches[0];
     let n = |name: &str| {
         b.column_by_name(name).and_then(|c| c.as_any().downcast_ref::<Int64Array>()).map(|a| a.value(0)).unwrap_or(-1)
@@ -290,9 +292,60 @@ async fn the_accuracy_query_is_the_specs_report() {
     assert_eq!(n("points"), 35, "every measurement, joined by id");
     assert_eq!(n("spec_ok"), 31, "the spec prices 31 of them on this data");
     assert_eq!(n("equal"), 31, "every point the spec prices, to the bit");
-    assert_eq!(n("misses"), 4, "the spec's four misses are misses here too");
-    // The rows come in the file's order.
-    let ids = query(&ctx, &format!("SELECT id FROM ({body}) LIMIT 1")).await.expect("runs");
-    let first = ids[0].column(0).as_any().downcast_ref::<StringArray>().map(|a| a.value(0).to_string());
-    assert_eq!(first.as_deref(), Some("2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x8192_c16_tp8_0_ep8_0_1260"));
+    assert_eq!(n("same_failures"), 4, "the spec's four failures fail here with its error class");
+    // The report: exactly the spec's columns, ordered by id.
+    let schema = results[1][0].schema();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "id",
+            "status",
+            "predicted_ttft_ms",
+            "predicted_tpot_ms",
+            "silicon_ttft_ms",
+            "silicon_tpot_ms",
+            "ttft_rel_err",
+            "tpot_rel_err",
+            "predicted_with_version"
+        ]
+    );
+    let ids: Vec<String> = results[1]
+        .iter()
+        .flat_map(|b| {
+            let a = b.column(0).as_any().downcast_ref::<StringArray>().expect("id is text");
+            (0..a.len()).map(|i| a.value(i).to_string()).collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(ids.len(), 35);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ORDER BY id");
+    // The summary against the spec's own report, aggregated the same way:
+    // per (backend, system), the points, the priced ones and the mean and
+    // worst absolute errors (the report's 6 decimals: within 5e-7).
+    let summary = datafusion::datasource::MemTable::try_new(results[2][0].schema(), vec![results[2].clone()])
+        .expect("the summary as a table");
+    ctx.register_table("summary", Arc::new(summary)).expect("registers");
+    let checked = query(
+        &ctx,
+        "WITH spec AS (
+             SELECT r.backend, r.system, count(*) AS points, count(*) FILTER (WHERE s.status = 'OK') AS priced,
+                    avg(abs(CAST(nullif(s.ttft_rel_err, '') AS DOUBLE))) AS ttft_mean,
+                    max(abs(CAST(nullif(s.ttft_rel_err, '') AS DOUBLE))) AS ttft_worst,
+                    avg(abs(CAST(nullif(s.tpot_rel_err, '') AS DOUBLE))) AS tpot_mean,
+                    max(abs(CAST(nullif(s.tpot_rel_err, '') AS DOUBLE))) AS tpot_worst
+             FROM spec_report s JOIN aic.meta.silicon_refs r ON r.id = s.id GROUP BY r.backend, r.system)
+         SELECT count(*) AS pairs,
+                count(*) FILTER (WHERE o.points = spec.points AND o.priced = spec.priced
+                    AND coalesce(abs(o.mean_abs_ttft_err - spec.ttft_mean) <= 5e-7, spec.ttft_mean IS NULL)
+                    AND coalesce(abs(o.worst_abs_ttft_err - spec.ttft_worst) <= 5e-7, spec.ttft_worst IS NULL)
+                    AND coalesce(abs(o.mean_abs_tpot_err - spec.tpot_mean) <= 5e-7, spec.tpot_mean IS NULL)
+                    AND coalesce(abs(o.worst_abs_tpot_err - spec.tpot_worst) <= 5e-7, spec.tpot_worst IS NULL)) AS equal,
+                (SELECT count(*) FROM summary) AS rows
+         FROM spec JOIN summary o ON o.backend = spec.backend AND o.system = spec.system",
+    )
+    .await
+    .expect("the summary comparison runs");
+    let c = &checked[0];
+    let m = |i: usize| c.column(i).as_any().downcast_ref::<Int64Array>().map(|a| a.value(0)).unwrap_or(-1);
+    assert_eq!((m(0), m(1), m(2)), (16, 16, 16), "16 (backend, system) pairs, each the spec's numbers");
 }

@@ -1,4 +1,4 @@
-//! The three plots from the real queries of queries/plot/: each read as a
+//! The four plots from the real queries of queries/plot/: each read as a
 //! figure (its series and points checked against what the query must
 //! give), written as SVG and PNG, and drawn in a terminal.
 
@@ -9,13 +9,26 @@ use std::path::PathBuf;
 use aicsql::SessionBuilder;
 use aicsql_plot::{Figure, Kind};
 
-async fn figure(kind: Kind) -> Figure {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("queries/plot/{}.sql", kind.name()));
-    let sql = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+/// The figure of queries/plot/<kind>.sql, run after the files `before`
+/// (paths from the repository root) in one session, as `aicsql plot` runs them.
+async fn figure_after(kind: Kind, before: &[&str]) -> Figure {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let plot = format!("queries/plot/{}.sql", kind.name());
     let ctx = SessionBuilder::with_tree(common::tree()).build();
-    let df = ctx.sql(&sql).await.unwrap_or_else(|e| panic!("{e}"));
-    let batches = df.collect().await.unwrap_or_else(|e| panic!("{e}"));
-    Figure::from_batches(kind, &batches).unwrap_or_else(|e| panic!("{e}"))
+    let mut last = Vec::new();
+    for file in before.iter().copied().chain([plot.as_str()]) {
+        let sql = std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        last = aicsql::run_statements(&ctx, &sql)
+            .await
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
+            .pop()
+            .expect("a statement");
+    }
+    Figure::from_batches(kind, &last).unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn figure(kind: Kind) -> Figure {
+    figure_after(kind, &[]).await
 }
 
 /// Writes SVG and PNG and draws in a terminal; every output is real.
@@ -72,6 +85,29 @@ async fn step_bars_sum_to_ttft_and_tpot() {
     assert!((total(1) - 7.121815664339327).abs() < 1e-9, "{}", total(1));
     assert_eq!(f.summary(), vec![("context (TTFT)".to_string(), 14), ("generation (TPOT)".to_string(), 14)]);
     draw_everywhere(&f, "step");
+}
+
+#[tokio::test]
+async fn accuracy_of_the_specs_measured_points() {
+    let f = figure_after(Kind::Accuracy, &["queries/accuracy/silicon_refs.sql"]).await;
+    // The 31 points the spec prices of its 35 measurements, TTFT and TPOT each.
+    assert_eq!(f.summary(), vec![("TTFT".to_string(), 31), ("TPOT".to_string(), 31)]);
+    let Figure::Accuracy { series } = &f else { panic!("{f:?}") };
+    // Measured first: the golden's first point (by id) measured 2,530.07 ms TTFT on h100_sxm/sglang.
+    assert!(series[0].points.iter().all(|&(x, y)| x > 0.0 && y > 0.0));
+    assert!(series[0].points.iter().any(|&(x, _)| (x - 2530.0745766125).abs() < 1e-9), "{:?}", series[0]);
+    draw_everywhere(&f, "accuracy");
+    // A query whose points are all misses has nothing to draw, and says so.
+    let ctx = SessionBuilder::with_tree(common::tree()).build();
+    let batches = ctx
+        .sql("SELECT 10.0 AS silicon_ttft_ms, CAST(NULL AS DOUBLE) AS predicted_ttft_ms, 2.0 AS silicon_tpot_ms, CAST(NULL AS DOUBLE) AS predicted_tpot_ms")
+        .await
+        .expect("plan")
+        .collect()
+        .await
+        .expect("run");
+    let e = Figure::from_batches(Kind::Accuracy, &batches).expect_err("nothing to draw");
+    assert!(e.to_string().contains("plot accuracy: no row with a positive measured and predicted value"), "{e}");
 }
 
 #[tokio::test]

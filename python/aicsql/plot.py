@@ -1,4 +1,4 @@
-"""Plots of query results: the three pictures of ``docs/plots.md``.
+"""Plots of query results: the four pictures of ``docs/plots.md``.
 
 Each function takes the rows of a query, reads the columns the plot needs
 by name (others are ignored), draws them with matplotlib and returns a
@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
 
-__all__ = ["Plot", "pareto", "gemm", "step"]
+__all__ = ["Plot", "pareto", "gemm", "step", "accuracy"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -52,7 +52,9 @@ class Plot:
     - ``gemm``: ``series`` to its points ``(m, latency_ms)``, sorted by m for
       a ``line``, in row order for ``points``;
     - ``step``: ``bar`` to its segments ``(op_name, latency_ms)``, bottom to
-      top (the bar's height is their sum).
+      top (the bar's height is their sum);
+    - ``accuracy``: ``TTFT`` and ``TPOT`` to their points
+      ``(measured_ms, estimated_ms)``, in row order.
 
     The kind-specific rest is empty where it does not apply: ``frontier``
     (pareto: each series' ``pareto`` points, sorted by x, as joined by its
@@ -225,6 +227,47 @@ def step(df, ax=None, out: Optional[PathLike] = None) -> Plot:
         handles, names = ax.get_legend_handles_labels()
         ax.legend(handles[::-1], names[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return _done(Plot("step", figure, ax, series), out)
+
+
+#: The metrics of an accuracy plot: (series, measured column, estimated column).
+ACCURACY_METRICS = (("TTFT", "silicon_ttft_ms", "predicted_ttft_ms"), ("TPOT", "silicon_tpot_ms", "predicted_tpot_ms"))
+
+
+def accuracy(df, ax=None, out: Optional[PathLike] = None) -> Plot:
+    """Estimated against measured TTFT and TPOT, log-log (the columns of
+    ``queries/accuracy/silicon_refs.sql``'s table ``silicon_accuracy``):
+    one scatter per metric, the diagonal where the estimate equals the
+    measurement and the lines of a factor of two either side. A row without
+    an estimate (a miss) is not drawn; ValueError if no row has one.
+    """
+    t = _Rows("accuracy", df)
+    series: Dict[str, List[Tuple[float, float]]] = {}
+    for name, measured_col, estimated_col in ACCURACY_METRICS:
+        measured, estimated = t.required(measured_col), t.required(estimated_col)
+        series[name] = [(x, y) for x, y in zip(measured, estimated)
+                        if x is not None and y is not None and x > 0 and y > 0
+                        and math.isfinite(x) and math.isfinite(y)]  # fmt: skip
+    values = [v for pts in series.values() for p in pts for v in p]
+    if not values:
+        raise ValueError("accuracy: no row with a positive measured and estimated value (every point a miss?)")
+
+    figure, ax = _axes(ax, (7, 6.5))
+    lo, hi = min(values) / 1.5, max(values) * 1.5
+    ax.plot([lo, hi], [lo, hi], color="black", linewidth=1, label="estimate = measurement")
+    for factor in (0.5, 2.0):
+        ax.plot([lo, hi], [lo * factor, hi * factor], color="grey", linewidth=0.8, linestyle=":")
+    for c, (name, pts) in enumerate(series.items()):
+        if pts:
+            ax.scatter(*zip(*pts), s=22, color=f"C{c}", label=f"{name} ({len(pts)})", zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured (ms)")
+    ax.set_ylabel("estimated (ms)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper left")
+    return _done(Plot("accuracy", figure, ax, series), out)
 
 
 # ---------------------------------------------------------------- helpers

@@ -110,6 +110,29 @@ def test_step(results, tmp_path):
 
 
 @needs_matplotlib
+def test_accuracy(tmp_path):
+    """queries/accuracy/silicon_refs.sql's table, drawn by queries/plot/accuracy.sql:
+    the 31 points the spec prices of its 35 measurements, TTFT and TPOT."""
+    from aicsql.parity.sqlfiles import statements
+
+    ctx = aicsql.context()
+    for sql in statements((REPO / "queries" / "accuracy" / "silicon_refs.sql").read_text()):
+        ctx.sql(sql).collect()
+    rows = ctx.sql((QUERIES / "accuracy.sql").read_text()).to_arrow_table()
+    p = draw("accuracy", rows, tmp_path)
+    assert {name: len(pts) for name, pts in p.series.items()} == {"TTFT": 31, "TPOT": 31}
+    assert any(x == pytest.approx(2530.0745766125, abs=1e-9) for x, _ in p.series["TTFT"])
+    assert p.axes.get_xscale() == "log" and p.axes.get_yscale() == "log"
+    assert p.axes.get_xlabel() == "measured (ms)" and p.axes.get_ylabel() == "estimated (ms)"
+    misses = pa.table({"silicon_ttft_ms": [10.0], "predicted_ttft_ms": pa.array([None], pa.float64()),
+                       "silicon_tpot_ms": [2.0], "predicted_tpot_ms": pa.array([None], pa.float64())})  # fmt: skip
+    with pytest.raises(ValueError, match=r"^accuracy: no row with a positive measured and estimated value"):
+        plot.accuracy(misses)
+    with pytest.raises(ValueError, match=r"^accuracy: missing required column 'predicted_tpot_ms'"):
+        plot.accuracy(rows.drop_columns(["predicted_tpot_ms"]))
+
+
+@needs_matplotlib
 @pytest.mark.parametrize(
     "kind, drop",
     [("pareto", "tokens_per_s_per_gpu_cluster"), ("gemm", "latency_ms"), ("step", "op_name")],

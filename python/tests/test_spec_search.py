@@ -80,14 +80,18 @@ for _p, _side in (("(p)", "prefill_"), ("(d)", "decode_")):
     DISAGG_FIELDS[_p + "version"] = "version"
 
 
+#: The options of a case's meta.json args that the estimates (and run_search's ``options``) take.
+ESTIMATE_OPTION_KEYS = ("nextn", "nextn_accepted", "max_seq_len", "free_gpu_memory_fraction")
+
 def _meta(case: str) -> dict:
     return json.loads((SEARCH / case / "meta.json").read_text())["args"]
 
 
 def _options(case: str):
-    """The case's MTP options (meta.json args ``nextn`` / ``nextn_accepted``), None without MTP."""
+    """The case's estimate options (meta.json args: MTP's ``nextn`` / ``nextn_accepted``,
+    TRT-LLM's ``max_seq_len`` / ``free_gpu_memory_fraction``), None without any."""
     args = _meta(case)
-    options = {k: args[k] for k in ("nextn", "nextn_accepted") if args.get(k) is not None}
+    options = {k: args[k] for k in ESTIMATE_OPTION_KEYS if args.get(k) is not None}
     return options or None
 
 
@@ -150,7 +154,8 @@ def _reprice(case: str, mode: str):
 def test_the_search_goldens_are_present():
     if not SEARCH.is_dir():
         pytest.skip(f"no search goldens at {SEARCH}")
-    assert CASES == ["llama31_8b_h200_vllm_4gpu", "llama31_8b_rtxpro6000_sglang_4gpu",
+    assert CASES == ["llama31_8b_h200_trtllm_2gpu_chunked", "llama31_8b_h200_trtllm_2gpu_kv",
+                     "llama31_8b_h200_vllm_4gpu", "llama31_8b_rtxpro6000_sglang_4gpu",
                      "qwen3_30b_a3b_gb200_sglang_8gpu", "qwen3_32b_fp8_h200_vllm_8gpu"]
 
 
@@ -171,6 +176,10 @@ def test_search_candidates_reprice_equal(case, mode):
 # The candidate counts per (dp, cp): every row of the frames (4,388; 3,469 at
 # cp = 1), counted in the spec's frames.
 EXPECTED = {
+    ("llama31_8b_h200_trtllm_2gpu_chunked", "agg"): {(1, 1): 304},
+    ("llama31_8b_h200_trtllm_2gpu_chunked", "disagg"): {(1, 1): 18},
+    ("llama31_8b_h200_trtllm_2gpu_kv", "agg"): {(1, 1): 65},
+    ("llama31_8b_h200_trtllm_2gpu_kv", "disagg"): {(1, 1): 18},
     ("llama31_8b_h200_vllm_4gpu", "agg"): {(1, 1): 341},
     ("llama31_8b_h200_vllm_4gpu", "disagg"): {(1, 1): 24},
     ("llama31_8b_rtxpro6000_sglang_4gpu", "agg"): {(1, 1): 466, (1, 2): 124, (1, 4): 109},
@@ -190,8 +199,8 @@ def test_search_candidate_counts():
         for mode in ("agg", "disagg"):
             counts[(case, mode)] = dict(sorted(Counter(_layout(r, mode) for r in _rows(case, mode)).items()))
     assert counts == EXPECTED
-    assert sum(sum(c.values()) for c in counts.values()) == 4388
-    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 3469
+    assert sum(sum(c.values()) for c in counts.values()) == 4793
+    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 3874
     assert sum(n for c in counts.values() for (dp, cp), n in c.items() if dp > 1 and cp == 1) == 1487
     # cp > 1: 841 agg candidates (608 Qwen3-30B-A3B, 233 Llama rtx_pro_6000_server) and
     # 78 disagg deployments with a cp prefill worker (72 + 6)

@@ -62,6 +62,9 @@ FRAMES = ("candidates", "pareto_fronts", "best_configs")
 CLUSTER = "tokens/s/gpu_cluster"
 
 
+#: The options of a case's meta.json args that the estimates (and run_search's ``options``) take.
+ESTIMATE_OPTION_KEYS = ("nextn", "nextn_accepted", "max_seq_len", "free_gpu_memory_fraction")
+
 def _meta(case: str) -> dict:
     return json.loads((SEARCH / case / "meta.json").read_text())
 
@@ -73,11 +76,16 @@ def _args(case: str) -> tuple:
 
 
 def _options(case: str):
-    """The case's MTP options (meta.json args ``nextn`` / ``nextn_accepted``,
-    ``cli_default``'s), None without MTP."""
+    """The case's ``cli_default`` options (meta.json args: MTP's ``nextn`` /
+    ``nextn_accepted``, TRT-LLM's ``max_seq_len`` / ``free_gpu_memory_fraction``), None without any."""
     args = _meta(case)["args"]
-    options = {k: args[k] for k in ("nextn", "nextn_accepted") if args.get(k) is not None}
+    options = {k: args[k] for k in ESTIMATE_OPTION_KEYS if args.get(k) is not None}
     return options or None
+
+
+def _chunked(case: str) -> bool:
+    """The case's ``enable_chunked_prefill`` (the CLI's flag; meta.json args)."""
+    return bool(_meta(case)["args"].get("enable_chunked_prefill", False))
 
 
 def _golden(case: str, mode: str, frame: str) -> list:
@@ -91,7 +99,8 @@ def _result(case: str):
     """`run_search` of the case, once per test session (with its time)."""
     if case not in _RESULTS:
         t0 = time.perf_counter()
-        res = run_search(*_args(case), top_n=_meta(case)["args"]["top_n"], options=_options(case))
+        res = run_search(*_args(case), top_n=_meta(case)["args"]["top_n"], options=_options(case),
+                         enable_chunked_prefill=_chunked(case))  # fmt: skip
         _RESULTS[case] = (res, time.perf_counter() - t0)
     return _RESULTS[case]
 
@@ -164,7 +173,8 @@ def test_search_default_frames_equal_the_goldens(case):
 def test_search_default_table(case):
     meta = _meta(case)
     t0 = time.perf_counter()
-    table = search_default(*_args(case), top_n=meta["args"]["top_n"], options=_options(case))
+    table = search_default(*_args(case), top_n=meta["args"]["top_n"], options=_options(case),
+                           enable_chunked_prefill=_chunked(case))  # fmt: skip
     print(f"\n{case}: search_default {time.perf_counter() - t0:.1f} s")
     assert table.schema == DEFAULT_TABLE_SCHEMA
     rows = {r["mode"]: r for r in table.to_pylist()}
@@ -218,7 +228,7 @@ def test_search_mode_tables(case, mode):
     Pareto flags and the best ranks of the golden frames."""
     meta = _meta(case)
     fn = search_agg if mode == "agg" else search_disagg
-    table = fn(*_args(case), top_n=meta["args"]["top_n"], options=_options(case))
+    table = fn(*_args(case), top_n=meta["args"]["top_n"], options=_options(case), enable_chunked_prefill=_chunked(case))
     assert table.schema == (AGG_TABLE_SCHEMA if mode == "agg" else DISAGG_TABLE_SCHEMA)
     rows = table.to_pylist()
     golden = _golden(case, mode, "candidates")

@@ -828,8 +828,10 @@ def test_searches_check_the_mtp_options_first():
                           ({"nextn": "2", "nextn_accepted": 1}, r"^nextn \(2\) must be an integer draft length\.$"),
                           ({"nextn": 1, "nextn_accepted": 1.5}, r"^nextn_accepted \(1\.5\) must be within"),
                           ({"nextn": 1, "nextn_accepted": 0.5, "kvcache_quant": "fp8"},
-                           r"^the searches take the MTP options \(nextn, nextn_accepted\) only, not kvcache_quant$"),
-                          ({"max_seq_len": 4096}, r"the MTP options \(nextn, nextn_accepted\) only, not max_seq_len$"),
+                           r"^the searches take the options nextn, nextn_accepted, max_seq_len, "
+                           r"free_gpu_memory_fraction only, not kvcache_quant$"),
+                          ({"max_seq_len": 0}, r"^option max_seq_len = 0 must be a positive integer$"),
+                          ({"free_gpu_memory_fraction": 1.5}, r"^option free_gpu_memory_fraction = 1.5 must be"),
                           ({"nextn": 1, "nextn_top": 1}, r"^unknown option 'nextn_top'")):  # fmt: skip
         with pytest.raises(ValueError, match=text):
             run_search(*plain[:3], -5, *plain[4:], options=options)  # checked before the (bad) isl
@@ -871,3 +873,30 @@ def test_searches_price_mtp():
     assert got["tpot_ms"] != estimate_agg(DENSE, db, r["parallel"], r["bs"], r["isl"], r["osl"], r["prefix"],
                                           r["ctx_tokens"], on_miss="error")["tpot_ms"]  # fmt: skip
     assert numpy_round3(got["tpot_ms"]) == r["tpot"] and numpy_round3(got["ttft_ms"]) == r["ttft"]
+
+@needs_data
+def test_searches_take_the_kv_knobs_and_chunked_prefill():
+    """options.md 3.2 / 3.3: TRT-LLM's KV knobs reach every agg point (a point
+    over the KV budget ends its layout's budget loop), chunked prefill the
+    budget list; the table forms read them from the settings; a budget no
+    batch fits fails the agg experiment as the spec's KVCacheCapacityError.
+    (The spec's frames: tests/goldens/search/llama31_8b_h200_trtllm_2gpu_*.)"""
+    from aicsql.spec.search import run_search, search_agg, search_agg_table
+
+    db = "h200_sxm/trtllm/1.3.0rc15"
+    args = (DENSE, db, 2, 4000, 1000, 0, 2000.0, 30.0)
+    kv = {"max_seq_len": 16384, "free_gpu_memory_fraction": 0.3}
+    base = run_search(*args, modes=("agg",)).modes["agg"].candidates
+    knobs = run_search(*args, modes=("agg",), options=kv).modes["agg"].candidates
+    chunked = run_search(*args, modes=("agg",), enable_chunked_prefill=True).modes["agg"].candidates
+    assert (len(base), len(knobs), len(chunked)) == (131, 65, 304)
+    settings = {"aic.max_seq_len": "16384", "aic.free_gpu_memory_fraction": "0.3", "aic.enable_chunked_prefill": "on"}
+    table = search_agg(*args, options=kv, enable_chunked_prefill=True)
+    assert search_agg_table(settings, *args) == table.combine_chunks().to_batches()[0]
+    failed = run_search(*args, options={"max_seq_len": 16384, "free_gpu_memory_fraction": 0.001})
+    assert not failed.modes["agg"].ok and failed.modes["agg"].reason.startswith("KVCacheCapacityError: ")
+    assert failed.modes["disagg"].ok
+    with pytest.raises(ValueError, match=r"^setting enable_chunked_prefill = 'maybe' is not a boolean$"):
+        search_agg_table({"aic.enable_chunked_prefill": "maybe"}, *args)
+    with pytest.raises(ValueError, match=r"^the spec's search takes no quant overrides; unset aic\.kvcache_quant"):
+        search_agg_table({"aic.kvcache_quant": "fp8"}, *args)

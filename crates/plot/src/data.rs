@@ -16,6 +16,7 @@ pub enum Kind {
     Pareto,
     Gemm,
     Step,
+    Accuracy,
 }
 
 impl Kind {
@@ -24,6 +25,7 @@ impl Kind {
             Kind::Pareto => "pareto",
             Kind::Gemm => "gemm",
             Kind::Step => "step",
+            Kind::Accuracy => "accuracy",
         }
     }
 
@@ -32,7 +34,8 @@ impl Kind {
             "pareto" => Ok(Kind::Pareto),
             "gemm" => Ok(Kind::Gemm),
             "step" => Ok(Kind::Step),
-            other => Err(PlotError::Input(format!("unknown plot '{other}': pareto, gemm or step"))),
+            "accuracy" => Ok(Kind::Accuracy),
+            other => Err(PlotError::Input(format!("unknown plot '{other}': pareto, gemm, step or accuracy"))),
         }
     }
 }
@@ -79,6 +82,11 @@ pub enum Figure {
     Step {
         bars: Vec<Bar>,
     },
+    /// Estimates against measurements: one series per metric, each point
+    /// (measured, predicted); on the diagonal the estimate is exact.
+    Accuracy {
+        series: Vec<Series>,
+    },
 }
 
 impl Figure {
@@ -89,6 +97,7 @@ impl Figure {
             Kind::Pareto => pareto(&table),
             Kind::Gemm => gemm(&table),
             Kind::Step => step(&table),
+            Kind::Accuracy => accuracy(&table),
         }
     }
 
@@ -102,7 +111,9 @@ impl Figure {
                 .chain(fronts.iter().map(|s| (format!("{} frontier", s.name), s.points.len())))
                 .chain(std::iter::once(("best configs".to_string(), best.len())))
                 .collect(),
-            Figure::Gemm { series } => series.iter().map(|s| (s.name.clone(), s.points.len())).collect(),
+            Figure::Gemm { series } | Figure::Accuracy { series } => {
+                series.iter().map(|s| (s.name.clone(), s.points.len())).collect()
+            }
             Figure::Step { bars } => bars.iter().map(|b| (b.name.clone(), b.segments.len())).collect(),
         }
     }
@@ -282,4 +293,28 @@ fn step(t: &Table) -> Result<Figure, PlotError> {
     .map(|(name, segments)| Bar { name, segments })
     .collect();
     Ok(Figure::Step { bars })
+}
+
+/// The metrics an accuracy plot draws: (series name, measured column,
+/// predicted column), as `queries/accuracy/silicon_refs.sql` names them.
+const ACCURACY_METRICS: [(&str, &str, &str); 2] =
+    [("TTFT", "silicon_ttft_ms", "predicted_ttft_ms"), ("TPOT", "silicon_tpot_ms", "predicted_tpot_ms")];
+
+fn accuracy(t: &Table) -> Result<Figure, PlotError> {
+    t.need_rows()?;
+    let mut series = Vec::new();
+    for (name, measured, predicted) in ACCURACY_METRICS {
+        let x = t.floats(measured, true)?.unwrap_or_default();
+        let y = t.floats(predicted, true)?.unwrap_or_default();
+        // Log axes: a point without a prediction (a miss) or a non-positive value is not drawn.
+        let points: Vec<(f64, f64)> =
+            x.into_iter().zip(y).filter_map(|(x, y)| point(x, y)).filter(|(x, y)| *x > 0.0 && *y > 0.0).collect();
+        series.push(Series { name: name.to_string(), points, line: false });
+    }
+    if series.iter().all(|s| s.points.is_empty()) {
+        return Err(PlotError::Input(
+            "plot accuracy: no row with a positive measured and predicted value (every point a miss?)".into(),
+        ));
+    }
+    Ok(Figure::Accuracy { series })
 }

@@ -28,7 +28,9 @@ pub(crate) fn legend(figure: &Figure) -> Vec<(String, (u8, u8, u8))> {
         Figure::Pareto { candidates, .. } => {
             candidates.iter().enumerate().map(|(i, s)| (s.name.clone(), rgb(i))).collect()
         }
-        Figure::Gemm { series } => series.iter().enumerate().map(|(i, s)| (s.name.clone(), rgb(i))).collect(),
+        Figure::Gemm { series } | Figure::Accuracy { series } => {
+            series.iter().enumerate().map(|(i, s)| (s.name.clone(), rgb(i))).collect()
+        }
         Figure::Step { bars } => {
             step_ops(bars).into_iter().enumerate().map(|(i, op)| (op.to_string(), rgb(i))).collect()
         }
@@ -91,6 +93,7 @@ where
         }
         Figure::Gemm { series } => gemm(root, look, series),
         Figure::Step { bars } => step(root, look, bars),
+        Figure::Accuracy { series } => accuracy(root, look, series),
     }?;
     root.present().map_err(err)
 }
@@ -285,4 +288,58 @@ where
             .legend(move |(x, y)| Rectangle::new([(x - 5, y - 4), (x + 5, y + 4)], c.filled()));
     }
     legend_box(&mut chart, look, SeriesLabelPosition::UpperRight)
+}
+
+/// Predicted against measured on log axes (TTFT and TPOT differ by orders
+/// of magnitude), with the diagonal where the estimate equals the
+/// measurement and the lines of a factor of two either side.
+fn accuracy<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, look: &Look, series: &[Series]) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    let all = || series.iter().flat_map(|s| s.points.iter()).flat_map(|p| [p.0, p.1]);
+    let lo = all().fold(f64::INFINITY, f64::min);
+    let hi = all().fold(f64::NEG_INFINITY, f64::max);
+    if !(lo.is_finite() && hi.is_finite()) {
+        return Err(PlotError::Input("plot accuracy: no point to draw".into()));
+    }
+    let (lo, hi) = (lo / 1.5, hi * 1.5);
+    let font = ("sans-serif", look.font);
+    let mut chart = ChartBuilder::on(root)
+        .caption("Estimated against measured", font)
+        .margin(look.margin)
+        .x_label_area_size(look.label_area)
+        .y_label_area_size(look.label_area * 2)
+        .build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("measured (ms)")
+        .y_desc("estimated (ms)")
+        .label_style(font)
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()
+        .map_err(err)?;
+    chart
+        .draw_series(LineSeries::new([(lo, lo), (hi, hi)], BLACK.stroke_width(1)))
+        .map_err(err)?
+        .label("estimate = measurement")
+        .legend(|(x, y)| PathElement::new([(x - 8, y), (x + 8, y)], BLACK));
+    let faint = BLACK.mix(0.3);
+    for factor in [0.5, 2.0] {
+        chart
+            .draw_series(LineSeries::new([(lo, lo * factor), (hi, hi * factor)], faint.stroke_width(1)))
+            .map_err(err)?;
+    }
+    for (i, s) in series.iter().enumerate() {
+        let c = color(i);
+        let size = look.point + 1;
+        chart
+            .draw_series(s.points.iter().map(|&p| Circle::new(p, size, c.filled())))
+            .map_err(err)?
+            .label(format!("{} ({})", s.name, s.points.len()))
+            .legend(move |p| Circle::new(p, size, c.filled()));
+    }
+    legend_box(&mut chart, look, SeriesLabelPosition::UpperLeft)
 }

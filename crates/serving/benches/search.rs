@@ -48,6 +48,8 @@ fn bench(c: &mut Criterion) {
             top_n: 5,
             strict_sla: false,
             threads: 1,
+            kv_sizing: Default::default(),
+            chunked_prefill: false,
         };
         let (model, system, backend, version) = (s("model"), s("system"), s("backend"), s("version"));
         let build = || Server::new(&tree, &model, &system, &backend, &version, true).expect("server");

@@ -42,6 +42,7 @@ fn every_single_worker_search_candidate() {
             serde_json::from_reader(File::open(case.join("meta.json")).expect("meta.json")).expect("meta.json is JSON");
         let args = &meta["args"];
         let mut server = common::case_server(&tree, args);
+        let (kv_sizing, _) = common::case_kv_options(args);
         let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let mut case_checked = 0;
         for row in frame(&case.join("agg.candidates.parquet")) {
@@ -54,7 +55,7 @@ fn every_single_worker_search_candidate() {
                 osl: int(&row, "osl"),
                 prefix: int(&row, "prefix"),
                 ctx_tokens: Some(int(&row, "ctx_tokens")),
-                kv_sizing: Default::default(),
+                kv_sizing,
             };
             let id = format!("{name} agg {} bs {} ctx {}", text(&row, "parallel"), q.batch, int(&row, "ctx_tokens"));
             let e = match server.estimate_agg(&q) {

@@ -214,6 +214,7 @@ fn every_search_golden_case() {
         let f = |k: &str| a[k].as_f64().unwrap_or_else(|| panic!("meta args.{k}"));
         let model = s("model");
         let mut server = common::case_server(&tree, a);
+        let (kv_sizing, chunked_prefill) = common::case_kv_options(a);
         let q = SearchQuery {
             total_gpus: u("gpus"),
             isl: u("isl"),
@@ -224,6 +225,8 @@ fn every_search_golden_case() {
             top_n: u("top_n") as usize,
             strict_sla: false,
             threads: 1,
+            kv_sizing,
+            chunked_prefill,
         };
         let started = std::time::Instant::now();
         let result = server.search_default(&q).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -52,6 +52,9 @@ pub struct AicOptions {
     /// A search drops candidates above its TPOT limit before the frontier
     /// and the picks (the spec's `strict_sla`).
     pub strict_sla: bool,
+    /// The agg search's context-token budgets are not aligned to isl (the
+    /// spec's `cli default --enable-chunked-prefill`).
+    pub enable_chunked_prefill: bool,
     /// Quant modes in place of the checkpoint's (`aic.gemm_quant` ...
     /// `aic.comm_quant`; empty: the checkpoint's), under a row's options.
     pub quant: QuantOverrides,
@@ -73,6 +76,7 @@ impl Default for AicOptions {
             shared_layer: true,
             top_n: 5,
             strict_sla: false,
+            enable_chunked_prefill: false,
             quant: QuantOverrides::default(),
             kv_sizing: KvSizing::default(),
             nextn: NextN::Off,
@@ -84,7 +88,7 @@ impl Default for AicOptions {
 /// The largest `aic.top_n` (a search keeps one best config per layout).
 const MAX_TOP_N: usize = 1000;
 
-const DESCRIPTIONS: [(&str, &str); 15] = [
+const DESCRIPTIONS: [(&str, &str); 16] = [
     (
         "backend",
         "Backend used when a database argument names only a system, e.g. 'vllm'. Empty: the argument must name it.",
@@ -102,6 +106,10 @@ const DESCRIPTIONS: [(&str, &str); 15] = [
     (
         "strict_sla",
         "Searches drop candidates above the TPOT limit before the Pareto front and the best configs (the spec's strict_sla, default false).",
+    ),
+    (
+        "enable_chunked_prefill",
+        "The agg search walks context-token budgets in steps of 512 instead of multiples of isl (the spec's cli default --enable-chunked-prefill, default false); the estimates have no such notion and ignore it.",
     ),
     (
         "gemm_quant",
@@ -210,6 +218,7 @@ impl ExtensionOptions for AicOptions {
             }
             "shared_layer" => self.shared_layer = flag("shared_layer", value)?,
             "strict_sla" => self.strict_sla = flag("strict_sla", value)?,
+            "enable_chunked_prefill" => self.enable_chunked_prefill = flag("enable_chunked_prefill", value)?,
             "top_n" => {
                 self.top_n = match value.parse::<usize>() {
                     Ok(n) if (1..=MAX_TOP_N).contains(&n) => n,
@@ -278,6 +287,7 @@ impl ExtensionOptions for AicOptions {
                     "on_miss" => self.on_miss.to_string(),
                     "top_n" => self.top_n.to_string(),
                     "strict_sla" => self.strict_sla.to_string(),
+                    "enable_chunked_prefill" => self.enable_chunked_prefill.to_string(),
                     "gemm_quant" => self.quant.gemm.map(|q| q.name().to_string()).unwrap_or_default(),
                     "moe_quant" => self.quant.moe.map(|q| q.name().to_string()).unwrap_or_default(),
                     "kvcache_quant" => self.quant.kv.map(|q| q.name().to_string()).unwrap_or_default(),
@@ -324,6 +334,7 @@ mod tests {
                 "aic.shared_layer",
                 "aic.top_n",
                 "aic.strict_sla",
+                "aic.enable_chunked_prefill",
                 "aic.gemm_quant",
                 "aic.moe_quant",
                 "aic.kvcache_quant",

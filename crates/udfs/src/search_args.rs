@@ -45,17 +45,10 @@ fn constant_count(function: &str, position: usize, value: &ScalarValue) -> Resul
 /// The spec's deployment search (`cli default`) takes no quant overrides
 /// and resolves the checkpoint's modes by rules of its own
 /// (docs/spec/options.md 1.6): a session quant setting would price a search
-/// no spec path runs, so it is refused rather than ignored.
+/// no spec path runs, so it is refused rather than ignored. Its KV-cache
+/// knobs (`aic.max_seq_len`, `aic.free_gpu_memory_fraction`), chunked
+/// prefill and MTP it takes (options.md 2.5, 3.2, 3.3).
 pub(crate) fn refuse_quant_settings(function: &str, options: &AicOptions) -> Result<()> {
-    if options.kv_sizing != Default::default() {
-        // The spec's search forwards both to its agg sweep (options.md 3.2),
-        // where a KV-budget failure ends a layout's sweep; aicsql's search
-        // does not take them yet, and ignoring them would be a silent answer.
-        return plan_err!(
-            "{function}: the search does not take aic.max_seq_len or aic.free_gpu_memory_fraction yet; \
-             unset them (SET aic.max_seq_len = '') first"
-        );
-    }
     if options.quant.is_empty() {
         return Ok(());
     }
@@ -113,6 +106,8 @@ pub(crate) fn search_call(
         tpot_ms,
         top_n: options.top_n,
         strict_sla: options.strict_sla,
+        kv_sizing: options.kv_sizing,
+        chunked_prefill: options.enable_chunked_prefill,
         // The session's parallelism (datafusion.execution.target_partitions),
         // within the process's cap (an executor's share of cores per task).
         threads: crate::search_threads::search_threads(config),

@@ -244,6 +244,8 @@ fn search_row(
         top_n: options.top_n,
         strict_sla: options.strict_sla,
         threads: 1,
+        kv_sizing: options.kv_sizing,
+        chunked_prefill: options.enable_chunked_prefill,
     };
     let (server, db_name) = match servers.get(model, db) {
         Ok(found) => found,

@@ -32,15 +32,22 @@ fn batch_sizes() -> Vec<u32> {
         .collect()
 }
 
-/// The context-token budgets of one isl (chunked prefill off).
-fn ctx_budgets(isl: u32) -> Vec<u32> {
+/// The context-token budgets of one isl (`_agg_ctx_tokens_list`,
+/// docs/spec/search.md 2.1, options.md 3.3): strides of 512 up to 8192,
+/// then of max(1024, 512, max_ctx / 8), up to max_ctx = max(8192, 2 isl);
+/// with chunked prefill off both strides are rounded up to multiples of
+/// isl. isl and 2 isl are added when absent, and the list is sorted.
+fn ctx_budgets(isl: u32, chunked_prefill: bool) -> Vec<u32> {
     let isl = u64::from(isl);
     let max_ctx = 8192u64.max(2 * isl);
     let stride = u64::from(CTX_STRIDE).max(8192 / 16);
     let large = 1024u64.max(stride).max(max_ctx / 8);
-    let stride = isl.max(stride);
-    // int(ceil(large / isl) * isl)
-    let large = large.div_ceil(isl) * isl;
+    let (stride, large) = if chunked_prefill {
+        (stride, large)
+    } else {
+        // max(isl, stride) and int(ceil(large / isl) * isl)
+        (isl.max(stride), large.div_ceil(isl) * isl)
+    };
     let mut out: Vec<u64> = Vec::new();
     let mut c = 0u64;
     loop {
@@ -95,6 +102,16 @@ struct Point {
     row: AggEstimate,
 }
 
+/// One layout's walk: its points, whether any point fitted the model in
+/// GPU memory, and whether any also fitted the KV cache (the spec's
+/// `saw_model_fit`, `saw_memory_fit`, which pick the reason when no layout
+/// gives a candidate).
+struct Walk {
+    points: Vec<Point>,
+    model_fit: bool,
+    memory_fit: bool,
+}
+
 /// The frame's rounding (`DataFrame.round(3)` on float columns).
 fn rounded(mut e: AggEstimate, parallel: &Parallel) -> AggEstimate {
     let r = |x: &mut f64| *x = np_round(*x, 3);
@@ -129,18 +146,18 @@ impl Server<'_> {
         layouts: &[Parallel],
     ) -> Result<Sweep<AggCandidate>, ServingError> {
         let batches = batch_sizes();
-        let budgets = ctx_budgets(q.isl);
+        let budgets = ctx_budgets(q.isl, q.chunked_prefill);
         let mut skipped = Vec::new();
         let mut walks: Vec<Vec<Point>> = Vec::with_capacity(layouts.len());
-        let (mut priced_any, mut fitted_any) = (false, false);
+        let (mut model_fit, mut memory_fit) = (false, false);
         let walked =
             self.map_parallel(layouts, q.threads, |server, parallel| server.walk(q, parallel, &batches, &budgets))?;
         for (parallel, walk) in layouts.iter().zip(walked) {
             match walk {
-                Ok((points, priced)) => {
-                    priced_any |= priced;
-                    fitted_any |= !points.is_empty();
-                    walks.push(points);
+                Ok(walk) => {
+                    model_fit |= walk.model_fit;
+                    memory_fit |= walk.memory_fit;
+                    walks.push(walk.points);
                 }
                 Err(e) if skippable(&e) => {
                     skipped.push(Skipped { parallel: *parallel, reason: e.to_string() });
@@ -189,8 +206,12 @@ impl Server<'_> {
             // naming the last one visited (its "Last exception").
             if let Some(last) = skipped.last() {
                 format!("no layout priced a point: {}", last.reason)
-            } else if priced_any && !fitted_any {
+            } else if !model_fit {
                 "the model does not fit in GPU memory at any parallel config".to_string()
+            } else if !memory_fit {
+                "the batch sizes exceed the KV-cache capacity (TRT-LLM's free_gpu_memory_fraction budget) at every \
+                 parallel config"
+                    .to_string()
             } else {
                 format!("no config meets the TTFT limit of {} ms at any TPOT of the sweep", q.ttft_ms)
             }
@@ -198,18 +219,17 @@ impl Server<'_> {
         Ok(Sweep { candidates, skipped, reason })
     }
 
-    /// The priced points of one layout in walk order, and whether any point
-    /// was priced (an OOM counts). An error of any point drops the layout.
+    /// The priced points of one layout in walk order. An error of any point
+    /// drops the layout.
     fn walk(
         &mut self,
         q: &SearchQuery,
         parallel: &Parallel,
         batches: &[u32],
         budgets: &[u32],
-    ) -> Result<(Vec<Point>, bool), ServingError> {
+    ) -> Result<Walk, ServingError> {
         let (isl, osl) = (f64::from(q.isl), f64::from(q.osl));
-        let mut points = Vec::new();
-        let mut priced = false;
+        let mut walk = Walk { points: Vec::new(), model_fit: false, memory_fit: false };
         // Balance-equivalent points already priced at this layout, across
         // batch sizes (not reset per batch).
         let mut balance = BalanceSkip::default();
@@ -231,20 +251,25 @@ impl Server<'_> {
                     osl: q.osl,
                     prefix: q.prefix,
                     ctx_tokens: Some(c),
-                    kv_sizing: Default::default(),
+                    kv_sizing: q.kv_sizing,
                 };
-                priced = true;
                 match self.estimate_agg(&query) {
                     // Larger budgets need more memory: the next batch.
                     Err(ServingError::OutOfMemory(_)) => break,
                     // TRT-LLM's KV budget exceeded: the sweep's KV-OOM.
-                    Ok(e) if e.warning.is_some() => break,
-                    Ok(e) => points.push(Point { ttft: e.ttft_ms, tpot: e.tpot_ms, row: rounded(e, parallel) }),
+                    Ok(e) if e.warning.is_some() => {
+                        walk.model_fit = true;
+                        break;
+                    }
+                    Ok(e) => {
+                        (walk.model_fit, walk.memory_fit) = (true, true);
+                        walk.points.push(Point { ttft: e.ttft_ms, tpot: e.tpot_ms, row: rounded(e, parallel) });
+                    }
                     Err(e) => return Err(e),
                 }
             }
         }
-        Ok((points, priced))
+        Ok(walk)
     }
 }
 
@@ -256,10 +281,33 @@ mod tests {
     fn the_spec_lists() {
         assert_eq!(batch_sizes().len(), 44);
         assert_eq!(&batch_sizes()[..20], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 20, 24, 28, 32]);
-        let small = ctx_budgets(256);
+        let small = ctx_budgets(256, false);
         assert_eq!(small.len(), 17);
         assert_eq!((small[0], small[1], small[16]), (256, 512, 8192));
-        assert_eq!(ctx_budgets(4000), [4000, 8000]);
+        assert_eq!(ctx_budgets(256, true), small);
+        assert_eq!(ctx_budgets(4000, false), [4000, 8000]);
+        // Chunked prefill: 512 .. 8192 by 512, then isl and 2 isl.
+        let chunked = ctx_budgets(4000, true);
+        assert_eq!(chunked.len(), 18);
+        assert_eq!((chunked[0], chunked[7], chunked[8], chunked[17]), (512, 4000, 4096, 8192));
+    }
+
+    /// The lists the spec's own `_agg_ctx_tokens_list` returns, both ways,
+    /// for isl values around every boundary (scripts/spec_ctx_budgets.py).
+    #[test]
+    fn the_specs_budget_lists() {
+        let golden: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../tests/goldens/search/ctx_budgets.json"))
+                .expect("ctx_budgets.json is JSON");
+        let cases = golden["cases"].as_array().expect("cases");
+        assert!(cases.len() >= 40, "{} cases", cases.len());
+        for case in cases {
+            let isl = case["isl"].as_u64().expect("isl") as u32;
+            let chunked = case["enable_chunked_prefill"].as_bool().expect("flag");
+            let spec: Vec<u32> =
+                case["ctx_tokens"].as_array().expect("list").iter().map(|v| v.as_u64().expect("int") as u32).collect();
+            assert_eq!(ctx_budgets(isl, chunked), spec, "isl {isl}, chunked prefill {chunked}");
+        }
     }
 
     /// docs/spec/search.md 2.2: for isl = osl = 256 (no OOM) a layout's walk
@@ -273,7 +321,7 @@ mod tests {
         let mut priced = Vec::new();
         for b in batch_sizes() {
             let bf = f64::from(b);
-            for c in ctx_budgets(256) {
+            for c in ctx_budgets(256, false) {
                 let cf = f64::from(c);
                 let requests = (cf / isl).ceil();
                 if bf - requests < 0.0 || (b > 1 && bf - requests < 1.0) {

@@ -12,7 +12,7 @@ mod pick;
 mod sort;
 mod space;
 
-use crate::agg::AggEstimate;
+use crate::agg::{AggEstimate, KvSizing};
 use crate::disagg::DisaggEstimate;
 use crate::error::ServingError;
 use crate::parallel::Parallel;
@@ -40,6 +40,14 @@ pub struct SearchQuery {
     /// Threads pricing layouts side by side (each with its own server);
     /// the result does not depend on it. 0 or 1: this thread only.
     pub threads: usize,
+    /// TRT-LLM's KV-cache knobs, forwarded to every agg point as the spec's
+    /// agg sweep forwards them (a point over the KV budget ends its budget
+    /// loop like an OOM); vLLM, SGLang and the disagg sweep ignore them
+    /// (docs/spec/options.md 3.2).
+    pub kv_sizing: KvSizing,
+    /// `cli default --enable-chunked-prefill`: the agg sweep's
+    /// context-token budgets are not aligned to isl (options.md 3.3).
+    pub chunked_prefill: bool,
 }
 
 impl SearchQuery {

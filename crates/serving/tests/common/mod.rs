@@ -106,3 +106,14 @@ pub fn case_server<'a>(tree: &'a aicsql_tables::DataTree, args: &serde_json::Val
         .and_then(|server| server.with_mtp(nextn, args["nextn_accepted"].as_f64()))
         .unwrap_or_else(|e| panic!("{model} on {system}/{backend}/{version}: {e}"))
 }
+
+/// A search case's TRT-LLM KV-cache knobs and chunked-prefill flag from its
+/// meta.json `args` (`free_gpu_memory_fraction`, `max_seq_len`,
+/// `enable_chunked_prefill`; absent: the spec's defaults).
+pub fn case_kv_options(args: &serde_json::Value) -> (aicsql_serving::KvSizing, bool) {
+    let kv = aicsql_serving::KvSizing {
+        max_seq_len: args["max_seq_len"].as_u64().map(|n| u32::try_from(n).expect("max_seq_len fits u32")),
+        free_gpu_memory_fraction: args["free_gpu_memory_fraction"].as_f64(),
+    };
+    (kv, args["enable_chunked_prefill"].as_bool().unwrap_or(false))
+}

@@ -49,9 +49,19 @@ depth: verification iterations, ``nextn + 1`` tokens per request and step,
 activations times ``nextn + 1``), each agg point is projected over the
 accepted tokens before the keep test (``tpot <= t``, ``ttft <= target`` on
 the projected, 3-decimal values) and each decode worker row before the
-matching; prefill rows are not projected (options.md 2.4, 2.5). The searches
-take no other option (the quantisation overrides and memory knobs of the
-estimates are refused in ``options``; the table forms read no other setting).
+matching; prefill rows are not projected (options.md 2.4, 2.5).
+
+TRT-LLM's KV-cache knobs (options.md 3.2, ``cli_default(...,
+free_gpu_memory_fraction=..., max_seq_len=...)``): ``options`` also takes
+``max_seq_len`` and ``free_gpu_memory_fraction`` (settings
+``aic.max_seq_len``, ``aic.free_gpu_memory_fraction``), checked as the
+estimates check them and given to every agg point, where a point over the KV
+budget ends its layout's budget loop like an OOM; vLLM, SGLang and the
+disagg sweep ignore them, as the spec does. ``enable_chunked_prefill`` (the
+CLI's ``--enable-chunked-prefill``, setting ``aic.enable_chunked_prefill``)
+walks the agg budgets in steps of 512 instead of multiples of isl
+(options.md 3.3). The quantisation overrides of the estimates are refused:
+``cli_default`` has none.
 """
 
 from __future__ import annotations
@@ -62,7 +72,7 @@ import pyarrow as pa
 
 from ..step.api import _int_arg, _settings
 from ..step.engine import resolve_nextn, step_context
-from ..step.options import MTP_OPTIONS, NO_OVERRIDES, MtpOptions, Options, parse_options, settings_options
+from ..step.options import MTP_OPTIONS, NO_OVERRIDES, Options, parse_options, settings_options
 from .pick import CLUSTER, best_configs, cluster_rate, pareto_front, with_cluster
 from .space import (
     TPOT_SWEEP,
@@ -208,33 +218,41 @@ def _target(name: str, v) -> float:
     return float(v)
 
 
-def _mtp(options) -> MtpOptions:
-    """The MTP options of a search's ``options`` (a dict, `Options` or None),
-    checked as the spec's ``cli_default`` checks them first: the depth rule,
-    and for a given depth the acceptance ('auto' waits for the checkpoint).
-    Any other option is refused: the searches take the MTP options only."""
+#: The options the searches take (`cli_default`'s): MTP and TRT-LLM's KV-cache knobs.
+SEARCH_OPTIONS = MTP_OPTIONS + ("max_seq_len", "free_gpu_memory_fraction")
+
+
+def _search_options(options) -> Options:
+    """A search's ``options`` (a dict, `Options` or None), checked as the
+    spec's ``cli_default`` checks them first: the MTP depth rule, and for a
+    given depth the acceptance ('auto' waits for the checkpoint); the KV
+    knobs as the estimates check them. Quantisation overrides are refused:
+    ``cli_default`` has none (options.md 1.1)."""
     parsed = parse_options(options)
-    if parsed.quant != NO_OVERRIDES or not parsed.memory.is_empty():
-        given = sorted(k for k in (options if isinstance(options, dict) else {}) if k not in MTP_OPTIONS)
-        raise ValueError(f"the searches take the MTP options ({', '.join(MTP_OPTIONS)}) only, not "
-                         f"{', '.join(given) or 'quantisation overrides or memory knobs'}")  # fmt: skip
+    if parsed.quant != NO_OVERRIDES:
+        given = sorted(k for k in (options if isinstance(options, dict) else {}) if k not in SEARCH_OPTIONS)
+        raise ValueError(f"the searches take the options {', '.join(SEARCH_OPTIONS)} only, not "
+                         f"{', '.join(given) or 'quantisation overrides'}")  # fmt: skip
     mtp = parsed.mtp
     if mtp.nextn != "auto":
         mtp.accepted_at(mtp.nextn)
-    return mtp
+    return parsed
 
 
 def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix: int = 0, ttft_ms: float = 2000.0,
                tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False,
                modes: Sequence[str] = ("agg", "disagg"),
                shared_layer: bool = True, backend: str = "", version: str = "latest",
-               options: Optional[Dict[str, object]] = None, data=None) -> SearchResult:  # fmt: skip
+               options: Optional[Dict[str, object]] = None, enable_chunked_prefill: bool = False,
+               data=None) -> SearchResult:  # fmt: skip
     """``cli_default`` (api:155) for one backend: the agg and disagg
     experiments (search.md 1.3; no DeepEP twins), each swept and picked.
     An experiment that finds nothing is reported with its reason; the chosen
     one is the larger best cluster rate, agg on a tie ('none' if neither).
-    ``options``: the MTP options ``nextn`` / ``nextn_accepted`` (module doc)."""
-    mtp = _mtp(options)
+    ``options``: the MTP options and the KV knobs (module doc);
+    ``enable_chunked_prefill``: the agg sweep's budget list (module doc)."""
+    parsed = _search_options(options)
+    mtp, memory = parsed.mtp, parsed.memory
     if not isinstance(model, str):
         raise ValueError(f"model = {model!r} is not a string")
     total_gpus = _positive("total_gpus", total_gpus)
@@ -265,7 +283,8 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
         lists = agg_lists(spec_model.is_moe, be, system, total_gpus)
         tuples = enumerate_parallel(lists, spec_model.is_moe, be)
         try:
-            sweep = sweep_agg(ctx, model, tuples, isl, osl, prefix, ttft, tpot_list, accepted)
+            sweep = sweep_agg(ctx, model, tuples, isl, osl, prefix, ttft, tpot_list, accepted, memory,
+                              bool(enable_chunked_prefill))  # fmt: skip
             results["agg"] = _pick("agg", sweep.rows, total_gpus, tpot, top_n, strict_sla, sweep.skipped, sweep.stats)
         except SweepError as exc:
             results["agg"] = _failed("agg", f"{exc.kind}: {exc}")
@@ -390,20 +409,27 @@ def search_default(model: str, db: str, total_gpus: int, isl: int, osl: int, pre
 _ARG_NAMES = ("model", "db", "total_gpus", "isl", "osl", "prefix", "ttft_ms", "tpot_ms")
 
 
-def _flag(text) -> bool:
+def _flag(text, name: str = "strict_sla") -> bool:
     value = str(text).strip().lower()
     if value in ("true", "1", "yes", "on"):
         return True
     if value in ("false", "0", "no", "off", ""):
         return False
-    raise ValueError(f"setting strict_sla = {text!r} is not a boolean")
+    raise ValueError(f"setting {name} = {text!r} is not a boolean")
 
 
-def _settings_mtp(settings: Dict[str, object]) -> Options:
-    """The MTP options of the session settings ``aic.nextn`` / ``aic.nextn_accepted``
-    ('' = unset; the other settings are not read), checked as `run_search` checks them."""
-    options = settings_options({k: settings[k] for k in MTP_OPTIONS if k in settings})
-    _mtp(options)
+def _settings_options(settings: Dict[str, object]) -> Options:
+    """The search options of the session settings (``aic.nextn``,
+    ``aic.nextn_accepted``, ``aic.max_seq_len``, ``aic.free_gpu_memory_fraction``;
+    '' = unset), checked as `run_search` checks them. A quantisation setting
+    is refused as the Rust searches refuse it."""
+    quant = [k for k in ("gemm_quant", "moe_quant", "kvcache_quant", "fmha_quant", "comm_quant")
+             if str(settings.get(k) or "").strip()]  # fmt: skip
+    if quant:
+        raise ValueError(f"the spec's search takes no quant overrides; unset {', '.join('aic.' + k for k in quant)} "
+                         "(SET aic.kvcache_quant = '') first")  # fmt: skip
+    options = settings_options({k: settings[k] for k in SEARCH_OPTIONS if k in settings})
+    _search_options(options)
     return options
 
 
@@ -411,14 +437,16 @@ def _bridge(name: str, fn, schema: pa.Schema, settings, args, data) -> pa.Record
     if len(args) != len(_ARG_NAMES):
         raise ValueError(f"{name}({', '.join(_ARG_NAMES)}) takes {len(_ARG_NAMES)} arguments, got {len(args)}")
     s = {str(k)[4:] if str(k).startswith("aic.") else str(k): v for k, v in (settings or {}).items()}
-    options = _settings_mtp(s)  # checked before the arguments, a NULL one included
+    options = _settings_options(s)  # checked before the arguments, a NULL one included
+    chunked = _flag(s.get("enable_chunked_prefill") or "false", "enable_chunked_prefill")
     if any(v is None for v in args):
         return pa.RecordBatch.from_pylist([], schema=schema)
     top_n = s.get("top_n")
     top_n = 5 if top_n in (None, "") else int(str(top_n).strip())
     table = fn(*args, top_n=top_n, strict_sla=_flag(s.get("strict_sla", "false")),
                backend=str(s.get("backend") or ""), version=str(s.get("version") or "latest"),
-               shared_layer=_flag(s.get("shared_layer", "true")), options=options, data=data)  # fmt: skip
+               shared_layer=_flag(s.get("shared_layer", "true")), options=options,
+               enable_chunked_prefill=chunked, data=data)  # fmt: skip
     batches = table.combine_chunks().to_batches()
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=schema)
 

@@ -34,6 +34,7 @@ from ..serving.estimate import (
 )
 from ..serving.speculative import project_decode
 from ..step.engine import StepContext
+from ..step.options import NO_MEMORY_OPTIONS, MemoryOptions
 from .sorts import group_keys, sort_indexer, stable_indexer, take
 from .space import (
     AGG_BATCH_SCHEDULE,
@@ -152,14 +153,17 @@ class _AggPoints(NamedTuple):
     priced: int
 
 
-def _walk_agg(w, model: str, isl: int, osl: int, prefix: int, accepted: float = 0.0) -> _AggPoints:
+def _walk_agg(w, model: str, isl: int, osl: int, prefix: int, accepted: float = 0.0,
+              memory: MemoryOptions = NO_MEMORY_OPTIONS, chunked_prefill: bool = False) -> _AggPoints:  # fmt: skip
     """The priced points of one layout (search.md 2.2): batch sizes ascending,
     context budgets ascending, the two breaks, the balance skip, OOM / KV-OOM
     breaks. The grid does not depend on the TPOT value, so it is walked once.
     ``accepted`` > 0: each point is the MTP-projected one (rounded), so the
-    tpot / ttft kept for the keep test are the projected values."""
+    tpot / ttft kept for the keep test are the projected values. ``memory``:
+    TRT-LLM's KV knobs, given to every point (options.md 3.2);
+    ``chunked_prefill``: the budgets' list (options.md 3.3)."""
     b_list = [b for b in AGG_BATCH_SCHEDULE if b <= AGG_MAX_BATCH_SIZE]
-    c_list = agg_ctx_tokens(isl)
+    c_list = agg_ctx_tokens(isl, enable_chunked_prefill=chunked_prefill)
     capped: List[float] = []
     points: List[Tuple[float, float, dict]] = []
     saw_model_fit = saw_memory_fit = False
@@ -177,7 +181,8 @@ def _walk_agg(w, model: str, isl: int, osl: int, prefix: int, accepted: float = 
                 if gen_tokens > 1 and gen_tokens in capped:
                     continue
                 capped.append(gen_tokens)
-            result = agg_point(w, b, isl, osl, prefix, c, accepted=accepted)
+            result = agg_point(w, b, isl, osl, prefix, c, max_seq_len=memory.max_seq_len,
+                               free_gpu_memory_fraction=memory.free_gpu_memory_fraction, accepted=accepted)  # fmt: skip
             priced += 1
             model_oom = result.oom
             kv_oom = result.kv_warning is not None
@@ -191,12 +196,14 @@ def _walk_agg(w, model: str, isl: int, osl: int, prefix: int, accepted: float = 
 
 
 def sweep_agg(ctx: StepContext, model: str, tuples: Sequence[Parallel6], isl: int, osl: int, prefix: int,
-              ttft: float, tpot_list: Sequence[int], accepted: float = 0.0) -> SweepResult:  # fmt: skip
+              ttft: float, tpot_list: Sequence[int], accepted: float = 0.0,
+              memory: MemoryOptions = NO_MEMORY_OPTIONS, chunked_prefill: bool = False) -> SweepResult:  # fmt: skip
     """``sweep_agg`` (sweep:359-535): per layout, per TPOT value, the top 10
     points by ``seq/s`` under ``tpot <= t`` and ``ttft <= ttft``; then
     ``drop_duplicates`` and the ``tokens/s/gpu`` sort. SweepError when
     nothing was found. ``accepted``: the MTP acceptance of the points'
-    projection (module doc; 0.0 = none)."""
+    projection (module doc; 0.0 = none); ``memory`` and ``chunked_prefill``:
+    `_walk_agg`'s."""
     results: List[dict] = []
     skipped: List[Tuple[str, str]] = []
     saw_model_fit = saw_memory_fit = False
@@ -204,7 +211,7 @@ def sweep_agg(ctx: StepContext, model: str, tuples: Sequence[Parallel6], isl: in
     for t in tuples:
         try:
             w = worker(ctx, _layout(ctx, t), "context")  # get_model: may raise
-            walk = _walk_agg(w, model, isl, osl, prefix, accepted)  # any point may raise: the layout gives nothing
+            walk = _walk_agg(w, model, isl, osl, prefix, accepted, memory, chunked_prefill)  # any point may raise: the layout gives nothing
         except Exception as exc:  # the spec's per-configuration ``except Exception``
             skipped.append((_label(t), str(exc)))
             continue
