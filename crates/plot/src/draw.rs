@@ -327,10 +327,10 @@ where
         .label("estimate = measurement")
         .legend(|(x, y)| PathElement::new([(x - 8, y), (x + 8, y)], BLACK));
     let faint = BLACK.mix(0.3);
-    for factor in [0.5, 2.0] {
-        chart
-            .draw_series(LineSeries::new([(lo, lo * factor), (hi, hi * factor)], faint.stroke_width(1)))
-            .map_err(err)?;
+    // y = 2x and y = x / 2, each cut to the square [lo, hi]^2 (plotters
+    // clamps a point outside the range, which would bend the line).
+    for (start, end) in [((lo, lo * 2.0), (hi / 2.0, hi)), ((lo * 2.0, lo), (hi, hi / 2.0))] {
+        chart.draw_series(LineSeries::new([start, end], faint.stroke_width(1))).map_err(err)?;
     }
     for (i, s) in series.iter().enumerate() {
         let c = color(i);
