@@ -155,8 +155,9 @@ def test_the_search_goldens_are_present():
     if not SEARCH.is_dir():
         pytest.skip(f"no search goldens at {SEARCH}")
     assert CASES == ["llama31_8b_h200_trtllm_2gpu_chunked", "llama31_8b_h200_trtllm_2gpu_kv",
-                     "llama31_8b_h200_vllm_4gpu", "llama31_8b_rtxpro6000_sglang_4gpu",
-                     "qwen3_30b_a3b_gb200_sglang_8gpu", "qwen3_32b_fp8_h200_vllm_8gpu"]
+                     "llama31_8b_h200_vllm_4gpu", "llama31_8b_rtxpro6000_sglang_2gpu_mtp",
+                     "llama31_8b_rtxpro6000_sglang_4gpu", "qwen3_30b_a3b_gb200_sglang_8gpu",
+                     "qwen3_32b_fp8_h200_vllm_8gpu"]
 
 
 @needs_data
@@ -182,6 +183,8 @@ EXPECTED = {
     ("llama31_8b_h200_trtllm_2gpu_kv", "disagg"): {(1, 1): 18},
     ("llama31_8b_h200_vllm_4gpu", "agg"): {(1, 1): 341},
     ("llama31_8b_h200_vllm_4gpu", "disagg"): {(1, 1): 24},
+    ("llama31_8b_rtxpro6000_sglang_2gpu_mtp", "agg"): {(1, 1): 190, (1, 2): 97},
+    ("llama31_8b_rtxpro6000_sglang_2gpu_mtp", "disagg"): {(1, 1): 15},
     ("llama31_8b_rtxpro6000_sglang_4gpu", "agg"): {(1, 1): 466, (1, 2): 124, (1, 4): 109},
     ("llama31_8b_rtxpro6000_sglang_4gpu", "disagg"): {(1, 1): 19, (1, 2): 6},
     ("qwen3_30b_a3b_gb200_sglang_8gpu", "agg"): {(1, 1): 725, (1, 2): 142, (1, 4): 209, (1, 8): 257, (2, 1): 669,
@@ -199,12 +202,12 @@ def test_search_candidate_counts():
         for mode in ("agg", "disagg"):
             counts[(case, mode)] = dict(sorted(Counter(_layout(r, mode) for r in _rows(case, mode)).items()))
     assert counts == EXPECTED
-    assert sum(sum(c.values()) for c in counts.values()) == 4793
-    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 3874
+    assert sum(sum(c.values()) for c in counts.values()) == 5095
+    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 4079
     assert sum(n for c in counts.values() for (dp, cp), n in c.items() if dp > 1 and cp == 1) == 1487
-    # cp > 1: 841 agg candidates (608 Qwen3-30B-A3B, 233 Llama rtx_pro_6000_server) and
+    # cp > 1: 938 agg candidates (608 Qwen3-30B-A3B, 233 + 97 Llama rtx_pro_6000_server) and
     # 78 disagg deployments with a cp prefill worker (72 + 6)
-    assert sum(n for (case, mode), c in counts.items() for (dp, cp), n in c.items() if cp > 1 and mode == "agg") == 841
+    assert sum(n for (case, mode), c in counts.items() for (dp, cp), n in c.items() if cp > 1 and mode == "agg") == 938
     assert sum(n for (case, mode), c in counts.items() for (dp, cp), n in c.items()
                if cp > 1 and mode == "disagg") == 78  # fmt: skip
     # every search frame row has pp = 1
