@@ -1,37 +1,40 @@
-"""The spec's quantisation overrides, memory knobs and MTP speculative
-decoding on the Python path (docs/spec/options.md 1, 2 and 3) against
+"""The spec's quantisation overrides, memory knobs, MTP speculative decoding
+and images on the Python path (docs/spec/options.md 1 - 4) against
 ``serving_options_goldens.parquet`` (92 points of aiconfigurator v0.11.0's
 ``cli_estimate`` with its user-facing options turned), pure Python.
 
-* Points whose arguments turn only quant options (``gemm_quant_mode``,
+* Every point's arguments -- quant options (``gemm_quant_mode``,
   ``moe_quant_mode``, ``kvcache_quant_mode``, ``fmha_quant_mode``,
   ``comm_quant_mode``), the memory knobs (``free_gpu_memory_fraction``,
-  ``max_seq_len``), MTP (``nextn``, ``nextn_accepted``) or none are priced
-  with ``options`` and compared as test_spec_serving.py compares: agg every
-  field of the spec's dict to the float bit (but power), disagg every field
-  at the spec's 3 decimals, and the KV-cache warning (its text names the
-  fraction given).
+  ``max_seq_len``), MTP (``nextn``, ``nextn_accepted``), images
+  (``image_height``, ``image_width``, ``num_images``, ``enable_encoder_dp``)
+  or none -- are priced with ``options`` and compared as
+  test_spec_serving.py compares: agg every field of the spec's dict to the
+  float bit (but power; the encoder's latency and memory included), disagg
+  every field at the spec's 3 decimals, and the KV-cache warning (its text
+  names the fraction given).
 * Their error points fail alike: the spec's ``KeyError`` (an unknown mode
   name) is our ValueError ``unknown ... quant mode``, and its nextn
   ``ValueError`` s (malformed arguments) are raised with the spec's text,
   both whatever ``on_miss`` says; a ``PerfDataNotAvailableError`` is a
   reason naming the same lookup; a ``ValueError`` / ``RuntimeError`` (a
   refused deployment, OOM) a reason that is the spec's message.
-* The points turning options this path does not price yet (images) are
-  counted by the first such option, and the counts are part of the test.
+* `NOT_YET` (options this path does not price, a point counted by the first
+  it turns) is empty since images are priced.
 
-The split: 92 points = 83 priced + 9 image points. The 83 priced are the 58
-points without MTP (43 values, 15 errors) and the 25 turning ``nextn`` /
-``nextn_accepted`` without images (20 values: 16 agg, 4 disagg; 5 errors,
-the spec's nextn texts). 26 points turn ``nextn``: the 26th, point 77 (a
-Qwen3-VL point with a 448x448 image), is one of the 9 image points, counted
-under ``image_height`` (the first option of `NOT_YET` it turns) before and
-after MTP was priced -- so pricing MTP added 25 points, not 24.
+The split: 92 points = 72 values + 20 errors. 26 points turn ``nextn`` /
+``nextn_accepted`` (21 values: 17 agg, 4 disagg; 5 errors, the spec's nextn
+texts); 9 turn images (7 agg, 2 disagg, no error): Qwen3-VL-8B with 448 x
+448 to 1024 x 768 images, 1 to 4 per request, encoder data parallel or
+sharded, an image under one merged patch (no image path), a model without a
+vision encoder (ignored) and point 77, which turns images and MTP together.
 
 Plus the malformed ``options`` argument, the families refused, the step
-API's ``options``, the resolution rules of options.md 1.2 and the MTP rules
-of options.md 2 that no golden reaches (the texts of every refusal, 'auto',
-NEMOTRONNAS, the step functions' draft depth, the settings, the searches).
+API's ``options``, the resolution rules of options.md 1.2, the MTP rules
+of options.md 2 and the image rules of options.md 4 that no golden reaches
+(the texts of every refusal, 'auto', NEMOTRONNAS, the step functions' draft
+depth, the token counts, the ViT sharding refusal, the settings, the
+searches).
 """
 
 from __future__ import annotations
@@ -84,11 +87,13 @@ QUANT_ARGS = {
 MEMORY_ARGS = {"free_gpu_memory_fraction": "free_gpu_memory_fraction", "max_seq_len": "max_seq_len"}
 # MTP speculative decoding: the same names
 MTP_ARGS = {"nextn": "nextn", "nextn_accepted": "nextn_accepted"}
-OPTION_ARGS = {**QUANT_ARGS, **MEMORY_ARGS, **MTP_ARGS}
-# Options this path does not price yet, in the order a point is counted under.
-NOT_YET = ("image_height", "image_width", "num_images", "enable_encoder_dp")
-# point 77 turns images and nextn: counted under image_height
-EXPECTED_NOT_YET = {"image_height": 9}
+# images (Qwen3-VL): the same names
+IMAGE_ARGS = {"image_height": "image_height", "image_width": "image_width", "num_images": "num_images",
+              "enable_encoder_dp": "enable_encoder_dp"}  # fmt: skip
+OPTION_ARGS = {**QUANT_ARGS, **MEMORY_ARGS, **MTP_ARGS, **IMAGE_ARGS}
+# Options this path does not price yet, in the order a point is counted under: none left.
+NOT_YET = ()
+EXPECTED_NOT_YET = {}
 
 
 def _points():
@@ -129,14 +134,16 @@ def test_options_goldens_are_split_as_expected():
     priced, not_yet = _split()
     assert len(_points()) == 92
     assert not_yet == EXPECTED_NOT_YET, not_yet
-    assert len(priced) == 83  # 58 without MTP + 25 with (module doc)
-    assert sum(p["error"] is None for p, _ in priced) == 63
+    assert len(priced) == 92  # every point (module doc)
+    assert sum(p["error"] is None for p, _ in priced) == 72
     assert sum(p["error"] is not None for p, _ in priced) == 20
     mtp = [(p, o) for p, o in priced if set(o) & set(MTP_ARGS.values())]
-    assert len(mtp) == 25 and sum(p["error"] is not None for p, _ in mtp) == 5
-    assert sorted(p["mode"] for p, _ in mtp if p["error"] is None) == ["agg"] * 16 + ["disagg"] * 4
-    turned_mtp = [p for p in _points() if "nextn" in json.loads(p["args"])]
-    assert len(turned_mtp) == 26 and [p["point_id"] for p in turned_mtp if _options(p)[1]] == [77]
+    assert len(mtp) == 26 and sum(p["error"] is not None for p, _ in mtp) == 5
+    assert sorted(p["mode"] for p, _ in mtp if p["error"] is None) == ["agg"] * 17 + ["disagg"] * 4
+    images = [(p, o) for p, o in priced if set(o) & set(IMAGE_ARGS.values())]
+    assert sorted(p["point_id"] for p, _ in images) == [60, 61, 62, 63, 64, 65, 67, 68, 77]
+    assert all(p["error"] is None for p, _ in images)
+    assert sorted(p["mode"] for p, _ in images) == ["agg"] * 7 + ["disagg"] * 2
     # every option is turned by some priced point, the quant ones on both modes
     turned = {k for _, options in priced for k in options}
     assert turned == set(OPTION_ARGS.values())
@@ -169,11 +176,12 @@ def test_options_goldens_bit_for_bit():
     for mode in ("agg", "disagg"):
         _report(f"options goldens, {mode} ({n[mode]} points)", counts[mode])
     assert not failures, "\n".join(failures[:20])
-    assert n["agg"] + n["disagg"] == 63 and n["disagg"] >= 12
+    assert (n["agg"], n["disagg"]) == (57, 15)
     print(f"options goldens: {n['agg']} agg + {n['disagg']} disagg points equal, {warnings} KV warnings matched")
     assert warnings >= 1  # point 90: free_gpu_memory_fraction=0.02
     # every field of the dict on every point, the quant labels included
     assert counts["agg"]["ttft_ms"] == [n["agg"], 0] and counts["agg"]["memory_gib"] == [n["agg"], 0]
+    assert counts["agg"]["encoder_latency_ms"] == [n["agg"], 0] and counts["agg"]["encoder_memory_gib"] == [n["agg"], 0]
     for field in ("gemm", "kvcache", "fmha", "moe", "comm"):
         assert counts["agg"][field] == [n["agg"], 0], field
     assert counts["disagg"]["ttft_ms"] == [n["disagg"], 0] and counts["disagg"]["decode_memory_gib"] == [n["disagg"], 0]
@@ -448,7 +456,8 @@ def test_memory_options_are_checked():
     with pytest.raises(ValueError, match="max_seq_len"):
         step_latency(DENSE, DENSE_DB, "context", 8, 1, 1024, 128, options={"max_seq_len": 0})
     with pytest.raises(ValueError, match=r"valid options: .*, comm_quant, free_gpu_memory_fraction, max_seq_len, "
-                                         r"nextn, nextn_accepted$"):  # fmt: skip
+                                         r"nextn, nextn_accepted, image_height, image_width, num_images, "
+                                         r"enable_encoder_dp$"):  # fmt: skip
         estimate_agg(**call, options={"max_num_tokens": 8192})
     # the bounds themselves are accepted; None and "" are unset
     plain = estimate_agg(**call)
@@ -900,3 +909,276 @@ def test_searches_take_the_kv_knobs_and_chunked_prefill():
         search_agg_table({"aic.enable_chunked_prefill": "maybe"}, *args)
     with pytest.raises(ValueError, match=r"^the spec's search takes no quant overrides; unset aic\.kvcache_quant"):
         search_agg_table({"aic.kvcache_quant": "fp8"}, *args)
+
+
+# ---- images (options.md 4) -----------------------------------------------------------------------
+
+VL, VL_SGLANG, VL_VLLM = "Qwen/Qwen3-VL-8B-Instruct", "h200_sxm/sglang/0.5.14", "h200_sxm/vllm/0.24.0"
+VL_CALL = dict(model=VL, db=VL_SGLANG, parallel=2, batch=8, isl=1024, osl=128)  # golden points 60 - 63
+IMAGE = {"image_height": 448, "image_width": 448}
+DISAGG_VL = (VL, "h200_sxm/trtllm/1.3.0rc20", 2, 1, 1, 2, 16, 1, 1024, 128)  # golden points 64, 65
+
+
+def _vision(model=VL):
+    from aicsql.spec.step.model import load_model
+
+    return load_model(open_tree(), model).vision
+
+
+@needs_data
+def test_image_token_counts():
+    """options.md 4.3 on Qwen3-VL-8B (16-pixel patches, 2 x 2 merge): 448 x
+    448 is 784 ViT patches and 196 LLM tokens; floors per side; no image
+    without both sides or under one merged patch."""
+    from aicsql.spec.step.vision import NO_IMAGE_TOKENS, image_tokens
+
+    v = _vision()
+    assert (v.depth, v.hidden_size, v.num_heads, v.intermediate_size, v.out_hidden_size) == (27, 1152, 16, 4304, 4096)
+    assert (v.patch_size, v.spatial_merge_size, v.deepstack_visual_indexes) == (16, 2, (8, 16, 24))
+    assert (v.head_dim, v.merged_width, v.projector_instances) == (72, 4608, 4)
+    assert image_tokens(v, 448, 448) == (196, 784)
+    assert image_tokens(v, 1024, 768) == (32 * 24, 64 * 48)
+    assert image_tokens(v, 470, 450) == (14 * 14, 29 * 28)  # floors per side
+    for h, w in ((0, 448), (448, 0), (0, 0), (10, 10), (31, 448)):  # 31 px: one patch, no merged token
+        assert image_tokens(v, h, w) == NO_IMAGE_TOKENS, (h, w)
+    assert image_tokens(None, 448, 448) == NO_IMAGE_TOKENS
+    # the Qwen3-VL text models have the encoder, the other families none
+    assert _vision("Qwen/Qwen3-VL-30B-A3B-Instruct").out_hidden_size == 2048
+    assert _vision(DENSE) is None
+    # the estimate: 196 image tokens per image in front of the text; isl reports the text
+    plain = estimate_agg(**VL_CALL)
+    one = estimate_agg(**VL_CALL, options={**IMAGE, "num_images": 1})
+    two = estimate_agg(**VL_CALL, options={**IMAGE, "num_images": 2})
+    assert one["isl"] == two["isl"] == plain["isl"] == 1024
+    assert one["balance_score"] == (1024 + 196) * 8 / 1024 / 128
+    assert two["balance_score"] == (1024 + 392) * 8 / 1024 / 128
+    assert plain["encoder_latency_ms"] == 0.0 and plain["encoder_memory_gib"] == 0.0
+    assert 0 < one["encoder_latency_ms"] < two["encoder_latency_ms"] and one["ttft_ms"] > plain["ttft_ms"]
+
+
+@needs_data
+def test_encoder_ops():
+    """options.md 4.5: the op list in the spec's order, whole under encoder
+    data parallelism (plus the embeddings' all-gather at tp > 1), sharded
+    without it; bfloat16 whatever the LLM's modes."""
+    from aicsql.spec.step.vision import encoder_ops
+
+    v = _vision()
+    names = ["encoder_add_norm_1", "encoder_qkv_gemm", "encoder_attention", "encoder_proj_gemm", "encoder_ar_1",
+             "encoder_add_norm_2", "encoder_ffn1_gemm", "encoder_act", "encoder_ffn2_gemm", "encoder_ar_2",
+             "encoder_rope_apply", "encoder_projector_fc0_gemm", "encoder_projector_fc0_act",
+             "encoder_projector_fc1_gemm", "encoder_projector_ar"]  # fmt: skip
+    one = encoder_ops(v, 1)
+    assert [op.name for op in one] == names and encoder_ops(v, 1, False)[-1].name == "encoder_projector_ar"
+    assert [op.count for op in one] == [27] * 11 + [4] * 4
+    dp = encoder_ops(v, 4)
+    assert [op.name for op in dp] == names + ["encoder_dp_all_gather"]
+    gather = dp[-1]
+    assert (gather.count, gather.op, gather.gpus, gather.elements_per_token) == (1, "all_gather", 4, 4096 * 4 * 4)
+    assert dp[1].n == 3 * 1152 and dp[4].tp == 1  # whole replicas: the all-reduces are free
+    tp = {op.name: op for op in encoder_ops(v, 4, encoder_dp=False)}
+    assert len(tp) == len(names) and (tp["encoder_qkv_gemm"].n, tp["encoder_attention"].n) == (3 * 1152 // 4, 4)
+    assert (tp["encoder_ffn1_gemm"].n, tp["encoder_ffn2_gemm"].k, tp["encoder_ar_2"].tp) == (1076, 1076, 4)
+    assert (tp["encoder_projector_fc0_gemm"].n, tp["encoder_projector_fc1_gemm"].k) == (4608 // 4, 4608 // 4)
+    assert tp["encoder_rope_apply"].dim_in == 6 * 4 * 72
+    assert {op.quant_label for op in one if op.kind == "GEMM"} == {"bfloat16"}
+    weights = sum(op.weights() for op in one)
+    assert weights == sum(op.n * op.k * 2 * op.count for op in one if op.kind == "GEMM")
+
+
+@needs_data
+def test_vit_sharding_is_refused_where_tp_does_not_divide():
+    """options.md 4.5: a sharded encoder (enable_encoder_dp False) needs tp to
+    divide the ViT's 16 heads and 4304 FFN width: tp 32 (which the LLM's 32
+    heads allow) is a refused deployment with the spec's text -- images or
+    not, on the decode side of a disaggregated estimate too; data parallel
+    it is priced."""
+    text = "ViT num_heads (16) must be divisible by tp_size (32)"
+    call = {**VL_CALL, "parallel": 32}
+    assert estimate_agg(**call)["reason"] is None
+    for options in ({"enable_encoder_dp": False}, {**IMAGE, "enable_encoder_dp": False}):
+        got = estimate_agg(**call, options=options)
+        assert got["reason"] == text and all(v is None for k, v in got.items() if k != "reason")
+        assert estimate_memory(**call, options=options)["reason"] == text
+        with pytest.raises(ValueError, match=re.escape(text)):
+            estimate_agg(**call, options=options, on_miss="error")
+    disagg = estimate_disagg(VL, VL_SGLANG, 2, 1, 1, 32, 16, 1, 1024, 128, options={"enable_encoder_dp": False})
+    assert disagg["reason"] == text
+
+
+@needs_data
+def test_image_option_validation():
+    """Malformed image options are ValueErrors naming the option and the
+    value, whatever on_miss says (the spec checks nothing: aicsql refuses
+    what cannot be an image); 0 and None / '' mean no image / the default."""
+    for key in ("image_height", "image_width", "num_images"):
+        for bad in (-1, 1.5, 448.0, True, "448", [448]):
+            with pytest.raises(ValueError, match=rf"^option {key} = {re.escape(repr(bad))} must be an integer >= 0$"):
+                estimate_agg(**VL_CALL, options={key: bad}, on_miss="null")
+    for bad in ("yes", 1, 0, "true", 1.0):
+        with pytest.raises(ValueError, match=r"^option enable_encoder_dp = .* must be a boolean \(True or False\)$"):
+            estimate_disagg(*DISAGG_VL, options={"enable_encoder_dp": bad})
+    with pytest.raises(ValueError, match=r"^option image_height = -1 must be an integer >= 0$"):
+        estimate_memory(**VL_CALL, options={"image_height": -1})
+    # no image: the text-only estimate, whatever else is given
+    plain = estimate_agg(**VL_CALL)
+    for options in ({"image_height": 0, "image_width": 448}, {**IMAGE, "num_images": 0}, {"num_images": 5},
+                    {"image_height": 10, "image_width": 10}, {"image_height": None, "image_width": ""},
+                    {"enable_encoder_dp": True}, {**IMAGE, "num_images": 0, "enable_encoder_dp": False}):  # fmt: skip
+        assert estimate_agg(**VL_CALL, options=options) == plain, options
+    # encoder data parallel or sharded is the same encoder at tp 1
+    tp1 = {**VL_CALL, "parallel": 1}
+    assert estimate_agg(**tp1, options={**IMAGE, "enable_encoder_dp": False}) == estimate_agg(**tp1, options=IMAGE)
+    # images beyond the limits of one call are bad input too
+    with pytest.raises(ValueError, match=r"^isl \+ image tokens \(1024 \+ 437500000\) = 437501024 exceeds the limit"):
+        estimate_agg(**VL_CALL, options={"image_height": 10**9, "image_width": 448})
+
+
+@needs_data
+def test_models_without_a_vision_encoder_ignore_images():
+    """options.md 4.2: the image options are silently ignored by every model
+    but Qwen3-VL (golden point 67), encoder DP or not, on every estimate."""
+    images = {**IMAGE, "num_images": 3, "enable_encoder_dp": False}
+    call = dict(model=DENSE, db=DENSE_DB, parallel=8, batch=4, isl=1024, osl=128)
+    assert estimate_agg(**call, options=images) == estimate_agg(**call)
+    assert estimate_memory(**call, options=images) == estimate_memory(**call)
+    assert estimate_disagg(*DISAGG_DENSE, options=images) == estimate_disagg(*DISAGG_DENSE)
+    moe = ("Qwen/Qwen3-30B-A3B", "gb200/sglang/0.5.14", 4, 4, 1024, 128)
+    assert estimate_agg(*moe, moe_ep=4, options=images) == estimate_agg(*moe, moe_ep=4)
+
+
+@needs_data
+def test_image_memory_and_disagg():
+    """options.md 4.6, 4.7: the encoder's memory adds to the aggregated and
+    the prefill worker's memory, not to the decode worker's; the decode
+    worker decodes after the image tokens; only the prefill TTFT carries the
+    encoder."""
+    plain = estimate_memory(**VL_CALL)
+    mem = estimate_memory(**VL_CALL, options=IMAGE)
+    agg = estimate_agg(**VL_CALL, options=IMAGE)
+    enc = agg["encoder_memory_gib"]
+    assert mem["total_gib"] == agg["memory_gib"] and mem["fits"]
+    assert mem["weights_gib"] > plain["weights_gib"] and mem["activations_gib"] > plain["activations_gib"]
+    assert mem["kvcache_gib"] > plain["kvcache_gib"]  # 196 more tokens per sequence
+    assert (mem["nccl_gib"], mem["others_gib"]) == (plain["nccl_gib"], plain["others_gib"])
+    assert abs(mem["total_gib"] - plain["total_gib"] - enc - (mem["kvcache_gib"] - plain["kvcache_gib"])) < 1e-3
+    # sharded, the encoder's weights are split over the tp ranks
+    sharded = estimate_agg(**VL_CALL, options={**IMAGE, "enable_encoder_dp": False})
+    assert sharded["encoder_memory_gib"] < enc and sharded["encoder_latency_ms"] != agg["encoder_latency_ms"]
+    text = estimate_disagg(*DISAGG_VL)
+    got = estimate_disagg(*DISAGG_VL, options=IMAGE)
+    assert got["ttft_ms"] > text["ttft_ms"] and got["tpot_ms"] > text["tpot_ms"]
+    assert got["prefill_memory_gib"] > text["prefill_memory_gib"]
+    assert got["decode_memory_gib"] > text["decode_memory_gib"]  # the KV cache of the image tokens
+    assert got["isl"] == 1024
+
+
+@needs_data
+def test_batch_forms_read_the_images_from_the_settings():
+    """``aic.image_height``, ``aic.image_width``, ``aic.num_images`` (integers)
+    and ``aic.enable_encoder_dp`` (a boolean), '' = unset; the step batch form
+    ignores them (a serving setting, like ``aic.nextn_accepted``)."""
+    import pyarrow as pa
+
+    from aicsql.spec.serving import estimate_memory_batch
+
+    settings = {"aic.image_height": "896", "aic.image_width": " 448 ", "aic.num_images": "3",
+                "aic.enable_encoder_dp": "false"}  # fmt: skip
+    options = {"image_height": 896, "image_width": 448, "num_images": 3, "enable_encoder_dp": False}
+    args = [pa.array([v]) for v in (VL, VL_SGLANG, 2, 8, 1024, 128)]
+    got = estimate_agg_batch(settings, *args).to_pylist()[0]
+    assert got == estimate_agg(**VL_CALL, options=options) and got["encoder_latency_ms"] > 0
+    assert estimate_memory_batch(settings, *args).to_pylist()[0] == estimate_memory(**VL_CALL, options=options)
+    dargs = [pa.array([v]) for v in DISAGG_VL]
+    assert estimate_disagg_batch(settings, *dargs).to_pylist()[0] == estimate_disagg(*DISAGG_VL, options=options)
+    unset = {"aic.image_height": "", "aic.image_width": " ", "aic.num_images": "", "aic.enable_encoder_dp": ""}
+    assert estimate_agg_batch(unset, *args).to_pylist()[0] == estimate_agg(**VL_CALL)
+    assert estimate_agg_batch({"enable_encoder_dp": "TRUE", **{k: str(v) for k, v in IMAGE.items()}},
+                              *args).to_pylist()[0] == estimate_agg(**VL_CALL, options=IMAGE)  # fmt: skip
+    for settings, text in (({"aic.image_height": "448px"}, r"^setting image_height = '448px' is not an integer$"),
+                           ({"aic.num_images": "-1"}, r"^option num_images = -1 must be an integer >= 0$"),
+                           ({"aic.enable_encoder_dp": "maybe"},
+                            r"^setting enable_encoder_dp = 'maybe' is not a boolean")):  # fmt: skip
+        with pytest.raises(ValueError, match=text):
+            estimate_agg_batch(settings, *args)
+    step = [pa.array([v]) for v in (VL, VL_SGLANG, "context", 2, 8, 1024, 128)]
+    assert step_latency_batch({"aic.image_height": "448", "aic.image_width": "448"}, *step).to_pylist() == [
+        step_latency(VL, VL_SGLANG, "context", 2, 8, 1024, 128)]
+
+
+@needs_data
+def test_step_functions_and_searches_refuse_images():
+    """A step prices the tokens it is given (no encoder phase): the step
+    functions refuse the image options, as they refuse nextn_accepted; the
+    searches take MTP and the KV knobs only and refuse them too, the plain
+    forms in ``options``, the table forms as settings."""
+    from aicsql.spec.search import run_search, search_agg_table, search_default_table, search_disagg_table
+
+    for options in ({"image_height": 448}, {"num_images": 1}, {"enable_encoder_dp": False}):
+        with pytest.raises(ValueError, match=r"^option \w+ is not taken by the step functions"):
+            step_latency(VL, VL_SGLANG, "context", 2, 8, 1024, 128, options=options)
+        with pytest.raises(ValueError, match=r"not taken by the step functions"):
+            engine_step(VL, VL_SGLANG, "generation", 2, 8, 1024, 128, options=options)
+    with pytest.raises(ValueError, match=r"^options image_height, image_width are not taken by the step functions"):
+        step_latency(VL, VL_SGLANG, "context", 2, 8, 1024, 128, options=IMAGE)
+    assert step_latency(VL, VL_SGLANG, "context", 2, 8, 1024, 128, options={"image_height": None}) == step_latency(
+        VL, VL_SGLANG, "context", 2, 8, 1024, 128)
+    search = (VL, "no_such_system/sglang/0.5.14", 4, 1024, 128, 0, 2000.0, 30.0)
+    for options in (IMAGE, {"num_images": 2}, {"enable_encoder_dp": False}, {"nextn": 1, "nextn_accepted": 0.5,
+                                                                              "image_width": 448}):  # fmt: skip
+        with pytest.raises(ValueError, match=r"^the searches do not price images yet: they take the options nextn, "
+                                             r"nextn_accepted, max_seq_len, free_gpu_memory_fraction only, not "
+                                             r"(image_height|image_width|num_images|enable_encoder_dp)"):  # fmt: skip
+            run_search(*search, options=options)
+    with pytest.raises(ValueError, match=r"^option image_height = -1 must be an integer >= 0$"):
+        run_search(*search, options={"image_height": -1})
+    args = [None, VL_SGLANG, 8, 1024, 128, 0, 2000.0, 30.0]
+    for table in (search_agg_table, search_disagg_table, search_default_table):
+        assert table({"aic.image_height": "", "aic.num_images": ""}, *args).num_rows == 0  # unset: no refusal
+        # the defaults, as the Rust bridge passes every setting: no refusal either
+        defaults = {"aic.image_height": "0", "aic.image_width": "0", "aic.num_images": "1", "aic.enable_encoder_dp": "true"}
+        assert table(defaults, *args).num_rows == 0
+        for settings in ({"aic.image_height": "448", "aic.image_width": "448"}, {"aic.enable_encoder_dp": "false"},
+                         {"aic.num_images": "2"}):  # fmt: skip
+            with pytest.raises(ValueError, match=r"^the searches do not price images yet; unset aic\."):
+                table(settings, *args)
+
+
+@needs_data
+def test_the_options_parity_scan_has_no_drift():
+    """``python -m aicsql.parity --scan serving-options``: every well-formed
+    point of the options goldens, its options as the STRUCT both SQL
+    functions take per row, priced alike on both paths, field by field: the
+    72 the spec prices STRICT_PASS, the 12 deployments it refuses a reason on
+    both sides (MISS_BOTH)."""
+    import aicsql
+    from aicsql import parity
+
+    ctx = aicsql.context()
+    report = parity.run(ctx, "serving-options", progress=False)
+    counts = parity.status_counts(report)
+    assert report.num_rows == 84
+    assert (counts["STRICT_PASS"], counts["MISS_BOTH"]) == (72, 12), counts
+    assert counts["DRIFT"] == counts["REGRESSION"] == counts["EXTRA"] == 0, counts
+
+
+@needs_data
+def test_the_batch_forms_take_a_per_row_options_struct():
+    """The SQL functions of the Python path take the options STRUCT per row,
+    over the session's settings, as the Rust ones do: a grid over options is
+    one query on both paths."""
+    import aicsql
+
+    ctx = aicsql.context()
+    sql = """SELECT k, e['tpot_ms'] AS t, p['tpot_ms'] AS pt, e['encoder_latency_ms'] AS enc, p['encoder_latency_ms'] AS penc
+             FROM (SELECT k, estimate_agg('Qwen/Qwen3-VL-8B-Instruct', 'h200_sxm/sglang/0.5.14', 2, 8, 1024, 128, o) AS e,
+                          py_estimate_agg('Qwen/Qwen3-VL-8B-Instruct', 'h200_sxm/sglang/0.5.14', 2, 8, 1024, 128, o) AS p
+                   FROM (SELECT k, named_struct('image_height', h, 'kvcache_quant', kv, 'nextn', n, 'nextn_accepted', a) AS o
+                         FROM (VALUES (1, 448, NULL, NULL, NULL), (2, NULL, 'fp8', NULL, NULL), (3, 448, NULL, 1, 0.5))
+                              AS t(k, h, kv, n, a)))
+             ORDER BY k"""  # fmt: skip
+    ctx.sql("SET aic.image_width = 448")
+    rows = ctx.sql(sql).to_arrow_table().to_pylist()
+    assert [(r["t"] == r["pt"], r["enc"] == r["penc"]) for r in rows] == [(True, True)] * 3
+    # the MTP row is projected: the spec's frame at three decimals
+    assert rows[0]["enc"] > 0 and rows[1]["enc"] == 0.0 and rows[2]["enc"] == round(rows[0]["enc"], 3)

@@ -60,6 +60,31 @@ fn value(rng: &mut Rng, field: &str) -> Value {
             7 => raw("CAST(NULL AS DOUBLE)", true),
             _ => text("half", false),
         },
+        "image_height" | "image_width" => match rng.below(9) {
+            0 | 1 => raw("CAST(448 AS BIGINT)", true),
+            2 => raw("CAST(1024 AS BIGINT)", true),
+            3 => raw("CAST(10 AS BIGINT)", true),
+            4 => raw("CAST(0 AS BIGINT)", true),
+            5 => raw("CAST(-1 AS BIGINT)", false),
+            6 => raw("CAST(65537 AS BIGINT)", false),
+            7 => raw("2.5", false),
+            _ => raw("CAST(NULL AS BIGINT)", true),
+        },
+        "num_images" => match rng.below(7) {
+            0 | 1 => raw("CAST(1 AS BIGINT)", true),
+            2 => raw("CAST(4 AS BIGINT)", true),
+            3 => raw("CAST(0 AS BIGINT)", true),
+            4 => raw("CAST(-2 AS BIGINT)", false),
+            5 => raw("CAST(1025 AS BIGINT)", false),
+            _ => raw("CAST(NULL AS BIGINT)", true),
+        },
+        "enable_encoder_dp" => match rng.below(5) {
+            0 => raw("true", true),
+            1 => raw("false", true),
+            2 => raw("CAST(NULL AS BOOLEAN)", true),
+            3 => raw("1", false),
+            _ => text("true", false),
+        },
         "max_seq_len" => match rng.below(8) {
             0 => raw("CAST(16384 AS BIGINT)", true),
             1 => raw("CAST(1 AS BIGINT)", true),
@@ -85,7 +110,7 @@ fn value(rng: &mut Rng, field: &str) -> Value {
     }
 }
 
-const FIELDS: [&str; 9] = [
+const FIELDS: [&str; 13] = [
     "gemm_quant",
     "moe_quant",
     "kvcache_quant",
@@ -95,7 +120,13 @@ const FIELDS: [&str; 9] = [
     "max_seq_len",
     "nextn",
     "nextn_accepted",
+    "image_height",
+    "image_width",
+    "num_images",
+    "enable_encoder_dp",
 ];
+/// The options only the estimates take (the step functions refuse them).
+const IMAGE_FIELDS: [&str; 4] = ["image_height", "image_width", "num_images", "enable_encoder_dp"];
 const BAD_FIELDS: [&str; 3] = ["kv_quant", "next_n", "GEMM_QUANT"];
 
 /// An MTP depth as the fuzz wrote it: its draft tokens, the checkpoint's
@@ -159,7 +190,17 @@ fn mtp_well_formed(function: &str, depth: Option<Depth>, accepted: Option<Option
 }
 
 /// `(function, call with OPTIONS in place of the struct, the f64 results to check)`.
-const CALLS: [(&str, &str, &[&str]); 5] = [
+const CALLS: [(&str, &str, &[&str]); 7] = [
+    (
+        "estimate_agg",
+        "estimate_agg('Qwen/Qwen3-VL-8B-Instruct', 'h200_sxm/sglang/0.5.14', 2, 8, 1024, 128, OPTIONS)",
+        &["ttft_ms", "tpot_ms", "memory_gib", "encoder_latency_ms", "encoder_memory_gib"],
+    ),
+    (
+        "estimate_disagg",
+        "estimate_disagg('Qwen/Qwen3-VL-8B-Instruct', 'h200_sxm/trtllm/1.3.0rc20', 2, 1, 1, 2, 16, 1, 1024, 128, OPTIONS)",
+        &["ttft_ms", "tpot_ms", "encoder_latency_ms", "encoder_memory_gib"],
+    ),
     (
         "estimate_agg",
         "estimate_agg('Qwen/Qwen3-30B-A3B', 'h200_sxm/trtllm/1.3.0rc10', 4, 16, 1024, 128, 0, NULL, 1, 4, OPTIONS)",
@@ -239,7 +280,7 @@ fn fuzz_options(seed: u64, budget: std::time::Duration) {
                 }
                 _ => value(&mut rng, field),
             };
-            valid &= !bad && v.valid;
+            valid &= !bad && v.valid && (function.starts_with("estimate_") || !IMAGE_FIELDS.contains(&field));
             parts.push(format!("'{field}', {}", v.sql));
         }
         valid &= mtp_well_formed(function, depth_given, accepted_given);

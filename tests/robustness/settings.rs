@@ -44,7 +44,7 @@ fn normalised(key: &str, value: &str) -> Option<String> {
         "backend" => Some(t.to_string()),
         "version" => (!t.is_empty()).then(|| t.to_string()),
         "on_miss" => ["null", "error"].contains(&l.as_str()).then_some(l),
-        "shared_layer" | "strict_sla" => match l.as_str() {
+        "shared_layer" | "strict_sla" | "enable_chunked_prefill" => match l.as_str() {
             "true" | "on" | "1" => Some("true".into()),
             "false" | "off" | "0" => Some("false".into()),
             _ => None,
@@ -67,6 +67,18 @@ fn normalised(key: &str, value: &str) -> Option<String> {
             .map(|n| if n == 0.0 { String::new() } else { (n as u32).to_string() }),
         "nextn_accepted" if t.is_empty() => Some(String::new()),
         "nextn_accepted" => t.parse::<f64>().ok().filter(|a| a.is_finite() && *a >= 0.0).map(|a| a.to_string()),
+        // Images: '' restores the default (no image, one image per request, encoder DP on).
+        "image_height" | "image_width" if t.is_empty() => Some("0".into()),
+        "num_images" if t.is_empty() => Some("1".into()),
+        "image_height" | "image_width" => {
+            t.parse::<i64>().ok().filter(|n| (0..=65536).contains(n)).map(|n| n.to_string())
+        }
+        "num_images" => t.parse::<i64>().ok().filter(|n| (0..=1024).contains(n)).map(|n| n.to_string()),
+        "enable_encoder_dp" => match l.as_str() {
+            "" | "true" | "on" | "1" => Some("true".into()),
+            "false" | "off" | "0" => Some("false".into()),
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -109,6 +121,11 @@ fn value_for(rng: &mut Rng, key: &str) -> String {
         }
         "nextn" => ["", "0", "1", " 3 ", "auto", "AUTO", "2.0", "1.5", "-1", "65", "two"].map(String::from).to_vec(),
         "nextn_accepted" => ["", "0", "0.8", "1.4", " 2 ", "-0.1", "NaN", "inf"].map(String::from).to_vec(),
+        "image_height" | "image_width" => {
+            ["", "0", "448", " 1024 ", "65536", "65537", "-1", "2.5", "big"].map(String::from).to_vec()
+        }
+        "num_images" => ["", "0", "1", " 4 ", "1024", "1025", "-1", "two"].map(String::from).to_vec(),
+        "enable_encoder_dp" => ["", "true", "false", "off", "1", " On ", "yes"].map(String::from).to_vec(),
         _ => ["true", "false", "on", "off", "1", "0", "TRUE", " False ", "On"].map(String::from).to_vec(),
     };
     match rng.below(3) {
@@ -161,6 +178,7 @@ fn fuzz_settings(seed: u64, budget: std::time::Duration) {
         "shared_layer",
         "top_n",
         "strict_sla",
+        "enable_chunked_prefill",
         "gemm_quant",
         "moe_quant",
         "kvcache_quant",
@@ -170,6 +188,10 @@ fn fuzz_settings(seed: u64, budget: std::time::Duration) {
         "free_gpu_memory_fraction",
         "nextn",
         "nextn_accepted",
+        "image_height",
+        "image_width",
+        "num_images",
+        "enable_encoder_dp",
     ];
     let unknown = ["bogus", "on_misses", "sharedlayer", "backends", "version2", "latest", "data"];
     let (mut sets, mut refused, mut probes) = (0usize, 0usize, 0usize);

@@ -85,6 +85,10 @@ pub struct AggEstimate {
     pub num_genonly_steps: f64,
     pub mix_step_ms: f64,
     pub genonly_step_ms: f64,
+    /// The image encoder's phase (ms) and memory (GiB, weights and
+    /// activations) of the batch; 0.0 without images (options.md 4).
+    pub encoder_ms: f64,
+    pub encoder_memory_gib: f64,
     /// The spec's KV-cache warning (TRT-LLM: the batch exceeds the KV budget).
     pub warning: Option<String>,
 }
@@ -126,13 +130,18 @@ impl Server<'_> {
 
     fn agg_unchecked(&mut self, q: &AggQuery) -> Result<(AggEstimate, bool), ServingError> {
         let p = q.parallel;
-        let (b, isl, osl, prefix) = (q.batch, q.isl, q.osl, q.prefix);
-        let ctx = q.ctx_tokens.unwrap_or(isl);
-        for (value, name) in [(b, "batch"), (isl, "isl"), (osl, "osl"), (ctx, "ctx_tokens")] {
+        let (b, osl, prefix) = (q.batch, q.osl, q.prefix);
+        // The budget defaults to the text; every step reads the text and the
+        // images' tokens (options.md 4.4), the report the text.
+        let ctx = q.ctx_tokens.unwrap_or(q.isl);
+        for (value, name) in [(b, "batch"), (q.isl, "isl"), (osl, "osl"), (ctx, "ctx_tokens")] {
             if value == 0 {
                 return Err(ServingError::input(format!("{name} must be at least 1")));
             }
         }
+        let isl = self.effective_isl(q.isl)?;
+        // The encoder runs once per prefill of the whole batch, before the steps.
+        let encoder_ms = self.encoder_ms(p.tp, b, 1.0)?;
         let (bf, islf, oslf, ctxf) = (f64::from(b), f64::from(isl), f64::from(osl), f64::from(ctx));
         let balance_score = islf * bf / ctxf / oslf;
         let steps_to_finish_ctx = (islf * bf / ctxf).ceil();
@@ -157,14 +166,14 @@ impl Server<'_> {
         // TTFT undoes the mixed step's batching efficiency, 1.0 on every
         // backend of the spec, so the prefill time is the mixed step's.
         let per_request = mix_step_ms * (islf / ctxf).ceil() + self.backend.prefill_dispatch_ms(self.step.layers());
-        let ttft = 0.0 + per_request * self.backend.ttft_queueing_factor(b, steps_to_finish_ctx);
+        let ttft = encoder_ms + per_request * self.backend.ttft_queueing_factor(b, steps_to_finish_ctx);
         let tpot_steps = tpot_mix_steps + genonly_steps;
         let tpot = if tpot_steps > 0.0 {
             (mix_step_ms * tpot_mix_steps + genonly_step_ms * genonly_steps) / tpot_steps
         } else {
             0.0
         };
-        let total_ms = 0.0 + mix_steps * mix_step_ms + genonly_steps * genonly_step_ms;
+        let total_ms = encoder_ms + mix_steps * mix_step_ms + genonly_steps * genonly_step_ms;
         let step_throughput = if osl > 1 && total_ms > 0.0 { 1000.0 / total_ms * bf * f64::from(osl - 1) } else { 0.0 };
         let output = self.backend.throughput_cap(step_throughput, ttft, tpot, b, osl);
 
@@ -182,6 +191,7 @@ impl Server<'_> {
 
         let shape = Server::shape(&p, b, isl, osl);
         let moe = self.step.moe_parallel(&shape)?;
+        let encoder_memory = self.encoder_memory(p.tp, b)?;
         let memory = self.memory(
             &shape,
             &p,
@@ -196,6 +206,7 @@ impl Server<'_> {
                     (Backend::Trtllm, Some(max_seq_len)) => f64::from(max_seq_len),
                     _ => islf + oslf,
                 }),
+                encoder: encoder_memory,
             },
         )?;
         let capacity = self.mem_capacity()?;
@@ -219,7 +230,7 @@ impl Server<'_> {
         let per_gpu = |v: f64| v / f64::from(p.pp) / f64::from(p.tp) / f64::from(p.dp) / f64::from(p.cp);
         let quants = self.step.quants(Phase::Context, &shape)?;
         let estimate = AggEstimate {
-            isl,
+            isl: q.isl,
             osl,
             prefix,
             concurrency,
@@ -249,6 +260,8 @@ impl Server<'_> {
             num_genonly_steps: genonly_steps,
             mix_step_ms,
             genonly_step_ms,
+            encoder_ms,
+            encoder_memory_gib: encoder_memory.map_or(0.0, |(w, a)| (w + a) / crate::memory::GIB),
             warning,
         };
         Ok((estimate, fits))

@@ -59,6 +59,11 @@ pub struct WorkerEstimate {
     /// The unrounded breakdown behind `memory_gib`.
     pub memory: Memory,
     pub quants: Quants,
+    /// A prefill worker's image encoder: its phase (ms, corrected) and
+    /// memory (GiB), at 3 decimals; 0.0 on a decode worker and without
+    /// images (options.md 4.6, 4.7).
+    pub encoder_ms: f64,
+    pub encoder_memory_gib: f64,
 }
 
 impl WorkerEstimate {
@@ -86,6 +91,10 @@ pub struct DisaggEstimate {
     pub tokens_per_s_per_gpu: f64,
     pub tokens_per_s_per_user: f64,
     pub num_total_gpus: u64,
+    /// The prefill worker's encoder phase (ms) and memory (GiB); the
+    /// spec's `encoder_latency` and `(e)memory`.
+    pub encoder_ms: f64,
+    pub encoder_memory_gib: f64,
     pub prefill: WorkerEstimate,
     pub decode: WorkerEstimate,
 }
@@ -150,9 +159,13 @@ impl Server<'_> {
         osl: u32,
         prefix: u32,
     ) -> Result<StaticRow, ServingError> {
+        let isl = self.effective_isl(isl)?;
         let shape = Server::shape(parallel, batch, isl, osl);
+        // The encoder, then the context pass; each op corrected (options.md 4.6).
+        let encoder_ms = self.encoder_ms(parallel.tp, batch, PREFILL_LATENCY_CORRECTION)?;
         let sums = self.pass(Phase::Context, &shape, prefix, false)?;
-        let ttft = sums.scaled_total(PREFILL_LATENCY_CORRECTION);
+        let ttft = encoder_ms + sums.scaled_total(PREFILL_LATENCY_CORRECTION);
+        let encoder = self.encoder_memory(parallel.tp, batch)?;
         let at = MemoryAt {
             batch: f64::from(batch),
             isl: f64::from(isl),
@@ -160,8 +173,12 @@ impl Server<'_> {
             num_tokens: 0.0,
             prefix: f64::from(prefix),
             max_seq_len: None,
+            encoder,
         };
-        let (worker, seq_per_s_per_gpu, fits) = self.worker(Phase::Context, &shape, *parallel, workers, ttft, at)?;
+        let (mut worker, seq_per_s_per_gpu, fits) =
+            self.worker(Phase::Context, &shape, *parallel, workers, ttft, at)?;
+        worker.encoder_ms = r3(encoder_ms);
+        worker.encoder_memory_gib = r3(encoder.map_or(0.0, |(w, a)| (w + a) / crate::memory::GIB));
         Ok(StaticRow {
             ttft: r3(ttft),
             tpot: 0.0,
@@ -184,6 +201,10 @@ impl Server<'_> {
         osl: u32,
         prefix: u32,
     ) -> Result<StaticRow, ServingError> {
+        // A decode worker runs no encoder (its model still has one to check),
+        // but its requests carry the images' tokens.
+        self.step.check_encoder(parallel.tp, self.images.encoder_dp)?;
+        let isl = self.effective_isl(isl)?;
         let shape = Server::shape(parallel, batch, isl, osl);
         let sums = self.pass(Phase::Generation, &shape, 0, false)?;
         let generation_ms = sums.scaled_total(DECODE_LATENCY_CORRECTION);
@@ -200,6 +221,7 @@ impl Server<'_> {
             num_tokens: f64::from(batch),
             prefix: f64::from(prefix),
             max_seq_len: None,
+            encoder: None,
         };
         let (worker, seq_per_s_per_gpu, fits) =
             self.worker(Phase::Generation, &shape, *parallel, workers, request_latency, at)?;
@@ -247,6 +269,8 @@ impl Server<'_> {
             memory_gib: r3(memory.total),
             memory,
             quants,
+            encoder_ms: 0.0,
+            encoder_memory_gib: 0.0,
         };
         let per_gpu = r3(seq_s / f64::from(p.tp) / f64::from(p.pp) / f64::from(p.dp));
         Ok((worker, per_gpu, fits))
@@ -302,6 +326,8 @@ pub(crate) fn combine(
         tokens_per_s_per_gpu: r3(per_gpu(tokens_s)),
         tokens_per_s_per_user: r3(decode.tokens_per_s_per_user),
         num_total_gpus: gpus,
+        encoder_ms: r3(prefill.worker.encoder_ms),
+        encoder_memory_gib: r3(prefill.worker.encoder_memory_gib),
         prefill: side(prefill, prefill_workers),
         decode: side(decode, decode_workers),
     };

@@ -37,6 +37,10 @@ pub(crate) struct MemoryAt {
     pub num_tokens: f64,
     pub prefix: f64,
     pub max_seq_len: Option<f64>,
+    /// The image encoder's (weights, activations) in bytes, added after
+    /// everything else: not over pp, not times MTP's tokens, no backend
+    /// overhead (options.md 4.7).
+    pub encoder: Option<(f64, f64)>,
 }
 
 impl Memory {
@@ -49,7 +53,7 @@ impl Memory {
         at: MemoryAt,
         verified_tokens: u32,
     ) -> Result<Memory, ServingError> {
-        let weights = m.weights_bytes / f64::from(parallel.pp);
+        let mut weights = m.weights_bytes / f64::from(parallel.pp);
         let h = m.attention_width as f64;
         let num_tokens = if at.num_tokens == 0.0 { (at.isl - at.prefix) * at.batch } else { at.num_tokens };
         let coefficient = backend.activation_coefficient(m.family, parallel.tp)?;
@@ -78,6 +82,10 @@ impl Memory {
         let per_sequence = m.kv_bytes_per_sequence(seq_tokens);
         // The spec divides by the CP KV divisor, always 1.
         let kvcache = at.batch * per_sequence;
+        if let Some((encoder_weights, encoder_activations)) = at.encoder {
+            weights += encoder_weights;
+            activations += encoder_activations;
+        }
         Ok(Memory {
             total: (weights + activations + kvcache + nccl + others) / GIB,
             weights: weights / GIB,

@@ -5,10 +5,13 @@ use std::sync::Arc;
 
 use aicsql_tables::modes::CommQuant;
 use aicsql_tables::step::QuantOverrides;
-use aicsql_tables::{DataTree, MemoryInputs, Num, Phase, PhaseSums, StepModel, StepShape, SystemSpec, system_spec};
+use aicsql_tables::{
+    DataTree, ImageTokens, MemoryInputs, Num, Phase, PhaseSums, StepModel, StepShape, SystemSpec, system_spec,
+};
 
 use crate::backend::Backend;
 use crate::error::ServingError;
+use crate::images::Images;
 use crate::memory::{Memory, MemoryAt};
 use crate::mtp::NextN;
 use crate::parallel::Parallel;
@@ -25,6 +28,10 @@ pub struct Server<'a> {
     /// MTP's average accepted draft tokens per step (0.0: MTP off, or none
     /// accepted): the acceptance projection of every estimate.
     pub(crate) accepted: f64,
+    /// Images per request (docs/spec/options.md 4) and, when the model has
+    /// an encoder and a request has images, one image's tokens.
+    pub(crate) images: Images,
+    pub(crate) image_tokens: Option<ImageTokens>,
     /// Static passes already priced: a sweep's estimates share many (the
     /// context attention pass of every batch size, a decode step at batch
     /// `b - 1` that is the next batch's mixed-step decode pass).
@@ -102,8 +109,15 @@ impl<'a> Server<'a> {
             model: model.to_string(),
             version: version.to_string(),
             accepted: 0.0,
+            images: Images::default(),
+            image_tokens: None,
             passes: HashMap::default(),
         })
+    }
+
+    /// Forgets the priced passes (after a change of what a pass prices).
+    pub(crate) fn clear_memo(&mut self) {
+        self.passes.clear();
     }
 
     /// The same server priced with the caller's quant modes in place of the
@@ -149,6 +163,8 @@ impl<'a> Server<'a> {
             model: self.model.clone(),
             version: self.version.clone(),
             accepted: self.accepted,
+            images: self.images,
+            image_tokens: self.image_tokens,
             passes: HashMap::default(),
         })
     }

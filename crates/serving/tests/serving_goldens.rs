@@ -13,7 +13,7 @@ use std::fs::File;
 use std::path::Path;
 
 use aicsql_serving::{
-    AggEstimate, AggQuery, DisaggEstimate, DisaggQuery, KvSizing, NextN, Parallel, Server, WorkerEstimate,
+    AggEstimate, AggQuery, DisaggEstimate, DisaggQuery, Images, KvSizing, NextN, Parallel, Server, WorkerEstimate,
 };
 use aicsql_tables::DataTree;
 use aicsql_tables::step::QuantOverrides;
@@ -137,8 +137,8 @@ fn agg_fields(e: &AggEstimate, server: &Server) -> BTreeMap<&'static str, Field>
         ("tokens/s/gpu", n(e.tokens_per_s_per_gpu)),
         ("tokens/s/user", n(e.tokens_per_s_per_user)),
         ("request_latency", n(e.request_latency_ms)),
-        ("encoder_latency", n(0.0)),
-        ("encoder_memory", n(0.0)),
+        ("encoder_latency", n(e.encoder_ms)),
+        ("encoder_memory", n(e.encoder_memory_gib)),
         ("num_total_gpus", n(e.num_total_gpus as f64)),
         ("tp", n(p.tp)),
         ("pp", n(p.pp)),
@@ -179,7 +179,7 @@ fn disagg_fields(e: &DisaggEstimate, server: &Server) -> BTreeMap<String, Field>
     put("ttft", n(e.ttft_ms));
     put("tpot", n(e.tpot_ms));
     put("request_latency", n(e.request_latency_ms));
-    put("encoder_latency", n(0.0));
+    put("encoder_latency", n(e.encoder_ms));
     put("seq/s", n(e.seq_per_s));
     put("seq/s/gpu", n(e.seq_per_s_per_gpu));
     put("tokens/s", n(e.tokens_per_s));
@@ -227,7 +227,7 @@ fn disagg_fields(e: &DisaggEstimate, server: &Server) -> BTreeMap<String, Field>
     put("(e)tp", n(0));
     put("(e)pp", n(0));
     put("(e)parallel", Field::Text(String::new()));
-    put("(e)memory", n(0.0));
+    put("(e)memory", n(e.encoder_memory_gib));
     out
 }
 
@@ -311,23 +311,20 @@ fn every_family_context_parallel_golden_point() {
 }
 
 /// The spec's user-facing options (serving_options_goldens.parquet,
-/// docs/spec/options.md): every point whose options aicsql prices (the
-/// quant overrides, TRT-LLM's max_seq_len and free-memory fraction, MTP's
-/// nextn and nextn_accepted) equal to
-/// the spec's, its KV-cache warning included, every error point an error of the
-/// same kind (an unknown mode name, a malformed MTP depth or acceptance, a
-/// refused deployment, a missing table, OOM); the points turning options aicsql does not price yet are counted,
-/// by option, and the counts are part of the test.
+/// docs/spec/options.md): every point (the quant overrides, TRT-LLM's
+/// max_seq_len and free-memory fraction, MTP's nextn and nextn_accepted,
+/// Qwen3-VL's images and encoder parallelism) equal to the spec's, its
+/// KV-cache warning and encoder columns included, every error point an
+/// error of the same kind (an unknown mode name, a malformed MTP depth or
+/// acceptance, a refused deployment, a missing table, OOM).
 #[test]
 fn every_options_golden_point_aicsql_prices() {
     let report = run_goldens_with("serving_options_goldens.parquet", 92, None, true);
     assert_eq!(
-        report.priced, 83,
-        "points turning quant overrides, the KV-cache knobs and MTP (63 equal: 50 agg, 13 disagg; 20 errors)"
+        report.priced, 92,
+        "every point: quant overrides, the KV-cache knobs, MTP and images (72 equal: 57 agg, 15 disagg; 20 errors)"
     );
-    let not_yet: Vec<(String, usize)> = report.not_priced.into_iter().collect();
-    let expected: Vec<(String, usize)> = [("image_height", 9)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-    assert_eq!(not_yet, expected, "points turning options not priced yet, by the first such option");
+    assert!(report.not_priced.is_empty(), "points turning options not priced yet: {:?}", report.not_priced);
 }
 
 /// The options of a golden point's arguments: `Ok(Some)` the quant
@@ -336,7 +333,7 @@ fn every_options_golden_point_aicsql_prices() {
 /// `Ok(Some(Err))` (the spec's KeyError).
 #[allow(clippy::type_complexity)]
 fn quant_overrides(args: &serde_json::Map<String, Value>) -> Result<Option<Result<QuantOverrides, String>>, String> {
-    const NOT_YET: [&str; 5] = ["image_height", "image_width", "num_images", "enable_encoder_dp", "stride"];
+    const NOT_YET: [&str; 1] = ["stride"];
     if let Some(option) = NOT_YET.iter().find(|o| args.contains_key(**o)) {
         return Err(option.to_string());
     }
@@ -432,12 +429,19 @@ fn run_goldens_with(file: &str, at_least: usize, gap: Option<&str>, strict_error
             },
         };
         let accepted = p.args.get("nextn_accepted").and_then(Value::as_f64);
-        let key = (p.model.clone(), p.db.clone(), format!("{overrides:?} {nextn:?} {accepted:?}"));
+        let images = Images {
+            height: arg(&p.args, "image_height").unwrap_or(0),
+            width: arg(&p.args, "image_width").unwrap_or(0),
+            count: arg(&p.args, "num_images").unwrap_or(1),
+            encoder_dp: p.args.get("enable_encoder_dp").and_then(Value::as_bool).unwrap_or(true),
+        };
+        let key = (p.model.clone(), p.db.clone(), format!("{overrides:?} {nextn:?} {accepted:?} {images:?}"));
         if !servers.contains_key(&key) {
             let parts: Vec<&str> = p.db.split('/').collect();
             let [system, backend, version] = parts[..] else { panic!("db {}", p.db) };
             let server = Server::new(&tree, &p.model, system, backend, version, true)
                 .and_then(|s| s.with_quant_overrides(overrides))
+                .and_then(|s| s.with_images(images))
                 .unwrap_or_else(|e| panic!("{} on {}: {e}", p.model, p.db));
             match server.with_mtp(nextn, accepted) {
                 Ok(server) => {

@@ -17,9 +17,9 @@ use crate::error::{Result, TablesError};
 use crate::gemm::GemmTable;
 use crate::kernels::{
     AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextDsaTable, ContextDsv4Table, ContextMlaModuleTable,
-    ContextMlaTable, Dsv4CpTable, Dsv4TopkCalib, Dsv32SparseTable, GdnTable, GenerationAttentionTable,
-    GenerationDsaTable, GenerationDsv4Table, GenerationMlaModuleTable, GenerationMlaTable, Glm5SparseTable,
-    Mamba2Table, MhcTable, MlaBmmTable, MoeTable, NcclTable, ScaleMatrixTable,
+    ContextMlaTable, Dsv4CpTable, Dsv4TopkCalib, Dsv32SparseTable, EncoderAttentionTable, GdnTable,
+    GenerationAttentionTable, GenerationDsaTable, GenerationDsv4Table, GenerationMlaModuleTable, GenerationMlaTable,
+    Glm5SparseTable, Mamba2Table, MhcTable, MlaBmmTable, MoeTable, NcclTable, ScaleMatrixTable,
 };
 use crate::model::ModelConfig;
 use crate::op_sol::OpSol;
@@ -109,6 +109,7 @@ pub struct TableCache {
     pub(crate) gemm: Slots<(DbKey, GemmQuant, bool), GemmTable>,
     pub(crate) context_attention: Slots<(DbKey, bool), ContextAttentionTable>,
     pub(crate) generation_attention: Slots<(DbKey, bool), GenerationAttentionTable>,
+    pub(crate) encoder_attention: Slots<(DbKey, bool), EncoderAttentionTable>,
     pub(crate) custom_allreduce: Slots<(DbKey, bool), AllReduceTable>,
     pub(crate) nccl: Slots<String, NcclTable>,
     pub(crate) moe: Slots<(DbKey, bool), MoeTable>,

@@ -39,7 +39,7 @@ pub use pep440::Version;
 pub use quant::GemmQuant;
 pub use sol::{GemmSol, MAX_GEMM_DIM};
 pub use step::{
-    Lookup, MemoryInputs, OpKind, OpRow, Phase, PhaseSums, Quants, RowKind, StepError, StepModel, StepQuery,
-    StepReport, StepShape, WindowedKv, engine_step, step_latency,
+    EncoderRun, ImageTokens, Lookup, MemoryInputs, OpKind, OpRow, Phase, PhaseSums, Quants, RowKind, StepError,
+    StepModel, StepQuery, StepReport, StepShape, Vision, WindowedKv, engine_step, step_latency,
 };
 pub use system::{Num, SystemSpec, read_system_yaml, system_spec};

@@ -122,6 +122,10 @@ pub struct ModelConfig {
     /// and `ignore`, then the hf quant config's `exclude_modules` and
     /// `ignore`, in that order (families_dsa.md 2.2).
     pub exclusion_globs: Vec<String>,
+    /// The top-level `vision_config` of a Qwen3-VL checkpoint when it is a
+    /// non-empty object (what builds the spec's vision encoder,
+    /// docs/spec/options.md 4.2); `None` for every other model.
+    pub vision: Option<Value>,
     pub path: PathBuf,
 }
 
@@ -459,6 +463,12 @@ pub fn read_model_config(doc: &DocFile) -> Result<ModelConfig> {
     let family = architecture.as_deref().and_then(family_of);
     let use_qk_norm =
         matches!(architecture.as_deref(), Some("Qwen3ForCausalLM" | "Qwen3MoeForCausalLM" | "MiniMaxM2ForCausalLM"));
+    let vision = match architecture.as_deref() {
+        Some("Qwen3VLForConditionalGeneration" | "Qwen3VLMoeForConditionalGeneration") => {
+            json.get("vision_config").filter(|v| truthy(v)).cloned()
+        }
+        _ => None,
+    };
     Ok(ModelConfig {
         model,
         architecture,
@@ -479,6 +489,7 @@ pub fn read_model_config(doc: &DocFile) -> Result<ModelConfig> {
         text,
         quantization_config,
         exclusion_globs,
+        vision,
         path: doc.path.clone(),
     })
 }

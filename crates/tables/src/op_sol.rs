@@ -291,6 +291,18 @@ impl OpSol {
         py_max(sol_math, sol_mem)
     }
 
+    /// Vision-encoder attention (families_hybrid_vl_databases.md 3.6):
+    /// non-causal, so the full `s^2` of math and no halving; Q, K, V read
+    /// and the output written once in bfloat16, no KV cache.
+    pub fn encoder_attention(&self, b: i64, s: i64, n: i64, h: i64, fmha_compute: i64) -> f64 {
+        let (b, s, n, h) = (i128::from(b), i128::from(s), i128::from(n), i128::from(h));
+        let ops = 2 * b * s * s * n * h * 2;
+        let mem = 2 * b * (3 * n * s * h + n * s * h);
+        let sol_math = div(Num::Int(ops), self.bf16_flops) * 1000.0 / fmha_compute as f64;
+        let sol_mem = div(Num::Int(mem), self.mem_bw) * 1000.0;
+        py_max(sol_math, sol_mem)
+    }
+
     /// Generation attention (5.4); the math runs at fp8 rate for an fp8 cache.
     #[allow(clippy::too_many_arguments)]
     pub fn generation_attention(

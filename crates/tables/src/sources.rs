@@ -49,6 +49,13 @@ pub const CONTEXT_ATTENTION_FILE: TableFile = TableFile {
     family: "attention",
     label: "context attention",
 };
+/// The vision encoder's attention (Qwen3-VL's image path).
+pub const ENCODER_ATTENTION_FILE: TableFile = TableFile {
+    table: "encoder_attention",
+    file: "encoder_attention_perf",
+    family: "encoder_attention",
+    label: "encoder attention",
+};
 pub const GENERATION_ATTENTION_FILE: TableFile = TableFile {
     table: "generation_attention",
     file: "generation_attention_perf",

@@ -12,7 +12,9 @@ use std::str::FromStr;
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigOptions, ExtensionOptions};
 use datafusion::common::{Result, config_err};
 
-use aicsql_serving::{KvSizing, NextN};
+use aicsql_serving::{Images, KvSizing, NextN};
+
+use crate::options::image_count;
 use aicsql_tables::step::QuantOverrides;
 
 /// What a data miss (the spec raises) turns into.
@@ -65,6 +67,10 @@ pub struct AicOptions {
     /// default), under a row's options.
     pub nextn: NextN,
     pub nextn_accepted: Option<f64>,
+    /// Images per request of vision-language models (`aic.image_height`,
+    /// `aic.image_width`, `aic.num_images`, `aic.enable_encoder_dp`), the
+    /// estimates only; under a row's options.
+    pub images: Images,
 }
 
 impl Default for AicOptions {
@@ -81,6 +87,7 @@ impl Default for AicOptions {
             kv_sizing: KvSizing::default(),
             nextn: NextN::Off,
             nextn_accepted: None,
+            images: Images::default(),
         }
     }
 }
@@ -88,7 +95,7 @@ impl Default for AicOptions {
 /// The largest `aic.top_n` (a search keeps one best config per layout).
 const MAX_TOP_N: usize = 1000;
 
-const DESCRIPTIONS: [(&str, &str); 16] = [
+const DESCRIPTIONS: [(&str, &str); 20] = [
     (
         "backend",
         "Backend used when a database argument names only a system, e.g. 'vllm'. Empty: the argument must name it.",
@@ -140,6 +147,16 @@ const DESCRIPTIONS: [(&str, &str); 16] = [
     (
         "nextn_accepted",
         "MTP: average accepted draft tokens per decode step, in [0, nextn] (--nextn-accepted); required when nextn > 0, ignored otherwise.",
+    ),
+    (
+        "image_height",
+        "Vision-language models (Qwen3-VL): the height in pixels of each image of a request (--image-height); the estimates add the image encoder and the images' tokens. Empty or 0 (default): no image.",
+    ),
+    ("image_width", "The width in pixels of each image (--image-width); empty or 0 (default): no image."),
+    ("num_images", "Images per request (--num-images); empty: 1."),
+    (
+        "enable_encoder_dp",
+        "Each GPU of a worker encodes its share of the images with the whole encoder (the spec's default, true); false shards the encoder over tp (--disable-encoder-dp).",
     ),
 ];
 
@@ -259,6 +276,22 @@ impl ExtensionOptions for AicOptions {
                         .map_err(|e| datafusion::common::DataFusionError::Configuration(format!("aic.nextn: {e}")))?,
                 }
             }
+            "image_height" | "image_width" | "num_images" => {
+                let value = match value {
+                    "" if key == "num_images" => 1,
+                    "" => 0,
+                    v => match v.parse::<i64>().map_err(|e| e.to_string()).and_then(|n| image_count(key, n)) {
+                        Ok(n) => n,
+                        Err(e) => return config_err!("aic.{key} = '{v}': {e}"),
+                    },
+                };
+                match key {
+                    "image_height" => self.images.height = value,
+                    "image_width" => self.images.width = value,
+                    _ => self.images.count = value,
+                }
+            }
+            "enable_encoder_dp" => self.images.encoder_dp = value.is_empty() || flag("enable_encoder_dp", value)?,
             "nextn_accepted" => {
                 self.nextn_accepted = match value {
                     "" => None,
@@ -303,6 +336,10 @@ impl ExtensionOptions for AicOptions {
                         NextN::Auto => "auto".into(),
                     },
                     "nextn_accepted" => self.nextn_accepted.map(|a| a.to_string()).unwrap_or_default(),
+                    "image_height" => self.images.height.to_string(),
+                    "image_width" => self.images.width.to_string(),
+                    "num_images" => self.images.count.to_string(),
+                    "enable_encoder_dp" => self.images.encoder_dp.to_string(),
                     _ => self.shared_layer.to_string(),
                 }),
                 description,
@@ -343,7 +380,11 @@ mod tests {
                 "aic.max_seq_len",
                 "aic.free_gpu_memory_fraction",
                 "aic.nextn",
-                "aic.nextn_accepted"
+                "aic.nextn_accepted",
+                "aic.image_height",
+                "aic.image_width",
+                "aic.num_images",
+                "aic.enable_encoder_dp"
             ]
         );
         o.set("kvcache_quant", "fp8").expect("valid");

@@ -110,6 +110,8 @@ const FIELDS: &Schema = &[
     ("decode_fmha", Kind::Text),
     ("decode_moe", Kind::Text),
     ("comm", Kind::Text),
+    ("encoder_latency_ms", Kind::F64),
+    ("encoder_memory_gib", Kind::F64),
     ("system", Kind::Text),
     ("backend", Kind::Text),
     ("version", Kind::Text),
@@ -185,14 +187,16 @@ fn push(out: &mut StructOut, e: &DisaggEstimate, server: &Server, bufs: &mut [St
         e.osl.into(),
         e.prefix.into(),
     ];
-    let tail: [Value; 5] = [
+    let tail: [Value; 7] = [
         server.comm_quant().name().into(),
+        e.encoder_ms.into(),
+        e.encoder_memory_gib.into(),
         server.system().into(),
         server.backend().name().into(),
         server.version().into(),
         Value::Null,
     ];
-    let mut row = [Value::Null; 51];
+    let mut row = [Value::Null; 53];
     row[..14].copy_from_slice(&head);
     row[14..30].copy_from_slice(&side(&e.prefill, plabel));
     row[30..46].copy_from_slice(&side(&e.decode, dlabel));

@@ -15,13 +15,13 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, Float64Array, Int64Array, StringArray, StructArray};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray, StructArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Fields};
 use datafusion::common::{DataFusionError, Result, ScalarValue, exec_err};
 use datafusion::logical_expr::ColumnarValue;
 
-use aicsql_serving::{KvSizing, NextN};
+use aicsql_serving::{Images, KvSizing, NextN};
 use aicsql_tables::TablesError;
 use aicsql_tables::step::QuantOverrides;
 
@@ -40,10 +40,14 @@ enum Kind {
     Depth,
     /// MTP's accepted draft tokens per step: a number in [0, nextn].
     Accepted,
+    /// An image side in pixels, or a number of images: an integer >= 0.
+    Count,
+    /// A boolean.
+    Flag,
 }
 
 /// The options the functions take, in the order the reference lists them.
-const OPTIONS: [(&str, Kind); 9] = [
+const OPTIONS: [(&str, Kind); 13] = [
     ("gemm_quant", Kind::Quant),
     ("moe_quant", Kind::Quant),
     ("kvcache_quant", Kind::Quant),
@@ -53,7 +57,15 @@ const OPTIONS: [(&str, Kind); 9] = [
     ("max_seq_len", Kind::Length),
     ("nextn", Kind::Depth),
     ("nextn_accepted", Kind::Accepted),
+    ("image_height", Kind::Count),
+    ("image_width", Kind::Count),
+    ("num_images", Kind::Count),
+    ("enable_encoder_dp", Kind::Flag),
 ];
+
+/// The options only the estimates take: the acceptance projection and the
+/// images a prefill encodes (a step prices one pass of the language model).
+const ESTIMATE_ONLY: [&str; 5] = ["nextn_accepted", "image_height", "image_width", "num_images", "enable_encoder_dp"];
 
 /// The functions that project MTP's acceptance onto their results (the
 /// step functions price one verification iteration and take no acceptance).
@@ -69,8 +81,11 @@ pub(crate) const OPTIONS_DOC: &str = "Optional, last: a STRUCT of the spec's opt
      decoding: nextn (draft tokens per decode step, an integer or 'auto' for the checkpoint's MTP layers; 0: \
      off) and nextn_accepted (average accepted draft tokens per step, in [0, nextn], required when nextn > 0): \
      a decode step verifies nextn + 1 tokens and runs (L + nextn) / L times the layers, TPOT and rates are \
-     projected by 1 + nextn_accepted at the spec's three decimals (the step functions take nextn only). A NULL or \
-     absent \
+     projected by 1 + nextn_accepted at the spec's three decimals (the step functions take nextn only). Images \
+     of vision-language models (Qwen3-VL): image_height and image_width (pixels; 0: no image), num_images (per \
+     request, default 1) and enable_encoder_dp (default true: each GPU encodes its share of the images with the \
+     whole encoder; false shards the encoder over tp): the encoder runs before each prefill and every image \
+     adds its merged tokens to the sequence; other models ignore images, as the spec does. A NULL or absent \
      field takes the session's SET aic.<field> (default: the spec's). An unknown field, mode name or \
      out-of-range value is an error; a mode the database has no data for is a miss.";
 
@@ -96,6 +111,8 @@ fn check_fields(function: &str, fields: &Fields) -> std::result::Result<(), Stri
             Kind::Length => t.is_integer() || t == &DataType::Null,
             Kind::Depth => t.is_numeric() || is_text(t),
             Kind::Accepted => t.is_numeric() || t == &DataType::Null,
+            Kind::Count => t.is_integer() || t == &DataType::Null,
+            Kind::Flag => matches!(t, DataType::Boolean | DataType::Null),
         };
         if !fits {
             let what = match kind {
@@ -104,6 +121,8 @@ fn check_fields(function: &str, fields: &Fields) -> std::result::Result<(), Stri
                 Kind::Length => "an integer",
                 Kind::Depth => "an integer or 'auto'",
                 Kind::Accepted => "a number",
+                Kind::Count => "an integer",
+                Kind::Flag => "a boolean",
             };
             return Err(format!("{function}: option {name} must be {what}, got {t}"));
         }
@@ -134,6 +153,8 @@ enum Column {
     /// `nextn` given as numbers or as text.
     DepthNumber(Float64Array),
     DepthText(StringArray),
+    Count(Int64Array),
+    Flag(BooleanArray),
 }
 
 /// The options a model is built with: one warm model per distinct set.
@@ -144,6 +165,8 @@ pub(crate) struct ModelOptions {
     /// Checked against `nextn` when both are known (a serving model
     /// requires it when the depth is not 0).
     pub nextn_accepted: Option<f64>,
+    /// The images of a request (the estimates only).
+    pub images: Images,
 }
 
 /// The options of one row: every option the functions take.
@@ -180,6 +203,7 @@ impl Options {
                 // The step prices one verification iteration: the session's
                 // acceptance is for the estimates.
                 nextn_accepted: settings.nextn_accepted.filter(|_| projects),
+                images: if projects { settings.images } else { Images::default() },
             },
             kv_sizing: settings.kv_sizing,
         };
@@ -196,10 +220,15 @@ impl Options {
         };
         let DataType::Struct(fields) = structs.data_type() else { unreachable!("a StructArray's type is Struct") };
         check_fields(function, fields).map_err(DataFusionError::Execution)?;
-        if !projects && fields.iter().any(|f| f.name() == "nextn_accepted") {
+        if !projects && let Some(field) = fields.iter().find(|f| ESTIMATE_ONLY.contains(&f.name().as_str())) {
+            let why = if field.name() == "nextn_accepted" {
+                "a step prices one verification iteration of nextn + 1 tokens, whatever is accepted"
+            } else {
+                "a step prices the language model's pass; the estimates add the image encoder and its tokens"
+            };
             return exec_err!(
-                "{function}: option nextn_accepted is for the estimates (estimate_agg, estimate_disagg, \
-                 estimate_memory); a step prices one verification iteration of nextn + 1 tokens, whatever is accepted"
+                "{function}: option {} is for the estimates (estimate_agg, estimate_disagg, estimate_memory); {why}",
+                field.name()
             );
         }
         let mut columns = Vec::with_capacity(fields.len());
@@ -212,7 +241,8 @@ impl Options {
                 Kind::Quant => DataType::Utf8,
                 Kind::Depth if depth_as_text => DataType::Utf8,
                 Kind::Fraction | Kind::Depth | Kind::Accepted => DataType::Float64,
-                Kind::Length => DataType::Int64,
+                Kind::Length | Kind::Count => DataType::Int64,
+                Kind::Flag => DataType::Boolean,
             };
             let cast = cast(values, &target)?;
             let strings = || cast.as_any().downcast_ref::<StringArray>().cloned();
@@ -223,6 +253,8 @@ impl Options {
                 Kind::Depth if depth_as_text => strings().map(Column::DepthText),
                 Kind::Depth => floats().map(Column::DepthNumber),
                 Kind::Length => cast.as_any().downcast_ref::<Int64Array>().cloned().map(Column::Length),
+                Kind::Count => cast.as_any().downcast_ref::<Int64Array>().cloned().map(Column::Count),
+                Kind::Flag => cast.as_any().downcast_ref::<BooleanArray>().cloned().map(Column::Flag),
             };
             let Some(column) = column else { return exec_err!("{function}: option {name} did not cast to {target}") };
             columns.push((name, column));
@@ -277,6 +309,17 @@ impl Options {
                 Column::Length(values) if !values.is_null(row) => {
                     out.kv_sizing.max_seq_len = Some(length(function, values.value(row))?);
                 }
+                Column::Count(values) if !values.is_null(row) => {
+                    let value = image_count(name, values.value(row))
+                        .map_err(|e| DataFusionError::Execution(format!("{function}: {e}")))?;
+                    let images = &mut out.model.images;
+                    match *name {
+                        "image_height" => images.height = value,
+                        "image_width" => images.width = value,
+                        _ => images.count = value,
+                    }
+                }
+                Column::Flag(values) if !values.is_null(row) => out.model.images.encoder_dp = values.value(row),
                 _ => {}
             }
         }
@@ -312,6 +355,19 @@ pub(crate) fn fraction(function: &str, value: f64) -> Result<f64> {
         Some(value) => Ok(value),
         None => exec_err!("{function}: option free_gpu_memory_fraction = {value} must be in (0, 1]"),
     }
+}
+
+/// An image side (pixels) or a number of images, for the options and the
+/// `aic.image_*` / `aic.num_images` settings alike: an integer from 0 (no
+/// image) to the limit of its kind. The spec takes any integer (a negative
+/// one means no image); a negative count describes nothing, so aicsql
+/// refuses it.
+pub(crate) fn image_count(name: &str, value: i64) -> std::result::Result<u32, String> {
+    let limit = if name == "num_images" { aicsql_serving::MAX_IMAGES } else { aicsql_serving::MAX_IMAGE_SIDE };
+    u32::try_from(value)
+        .ok()
+        .filter(|v| *v <= limit)
+        .ok_or_else(|| format!("option {name} = {value} must be an integer from 0 to {limit}"))
 }
 
 /// A maximum sequence length: at least 1 token.

@@ -49,6 +49,14 @@ fn constant_count(function: &str, position: usize, value: &ScalarValue) -> Resul
 /// knobs (`aic.max_seq_len`, `aic.free_gpu_memory_fraction`), chunked
 /// prefill and MTP it takes (options.md 2.5, 3.2, 3.3).
 pub(crate) fn refuse_quant_settings(function: &str, options: &AicOptions) -> Result<()> {
+    if options.images != aicsql_serving::Images::default() {
+        // The spec's cli default takes images too; aicsql's search does not
+        // yet, and ignoring them would be a silent answer.
+        return plan_err!(
+            "{function}: the search does not take images yet (aic.image_height, aic.image_width, aic.num_images, \
+             aic.enable_encoder_dp); unset them (SET aic.image_height = '') first"
+        );
+    }
     if options.quant.is_empty() {
         return Ok(());
     }

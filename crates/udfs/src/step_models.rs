@@ -76,7 +76,8 @@ impl Built for Server<'static> {
     ) -> Result<Self, ServingError> {
         Server::shared(Arc::clone(tree), model, system, backend, version, shared)?
             .with_quant_overrides(options.quant)?
-            .with_mtp(options.nextn, options.nextn_accepted)
+            .with_mtp(options.nextn, options.nextn_accepted)?
+            .with_images(options.images)
     }
 }
 
@@ -108,6 +109,7 @@ impl<T: Built> Models<T> {
             quant: self.options.quant,
             nextn: self.options.nextn,
             nextn_accepted: self.options.nextn_accepted,
+            images: self.options.images,
         };
         self.get_with(model, db, options)
     }

@@ -56,6 +56,8 @@ def parser() -> argparse.ArgumentParser:
                    "serving: agg and disagg points (estimate_agg / estimate_disagg vs their py_ pair, field by field); "
                    "serving-dp: the same at attention dp > 1 for MOE models; "
                    "serving-pp-cp: the same at pipeline parallelism pp 2/4 and, on sglang, context parallelism cp 2/4; "
+                   "serving-options: the spec's options goldens (quant overrides, KV knobs, MTP, images), each point "
+                   "with its options STRUCT; "
                    "support-matrix: search_agg / search_disagg vs py_search_* on every covered PASS entry of "
                    "aic.meta.support_matrix at the entry's own arguments, graded as upstream grades its port "
                    "(BIT_IDENTICAL on top); resumable with --out")

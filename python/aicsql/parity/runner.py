@@ -143,6 +143,22 @@ def _serving_kinds(layout: str = "tp") -> Dict[str, Kind]:
     }  # fmt: skip
 
 
+def _options_kinds() -> Dict[str, Kind]:
+    """The options scan's two kinds: every argument of the golden point,
+    its own layout per side and its ``options`` STRUCT."""
+    from aicsql.spec.serving import AGG_SCHEMA, DISAGG_SCHEMA
+
+    return {
+        "agg": Kind("estimate_agg", "py_estimate_agg",
+                    "model, db, tp, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep, options",
+                    "serving_agg_parity.sql", ("rust", "py"), AGG_SCHEMA),
+        "disagg": Kind("estimate_disagg", "py_estimate_disagg",
+                       "model, db, prefill_tp, prefill_batch, prefill_workers, decode_tp, decode_batch, decode_workers, "
+                       "isl, osl, prefix, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep, options",
+                       "serving_disagg_parity.sql", ("rust", "py"), DISAGG_SCHEMA),
+    }  # fmt: skip
+
+
 def _verdict_sql(sql_file: str = GEMM.sql_file) -> str:
     stmts = sqlfiles.statements(sqlfiles.load(sql_file))
     if len(stmts) != 2 or "parity_results" not in stmts[1]:
@@ -265,6 +281,8 @@ def run(
     ``rust_value, py_value, rel_diff`` and each side's reason) or
     'serving-dp' (the same at attention dp > 1, MOE models) or
     'serving-pp-cp' (the same at pp 2 / 4 and, on sglang, cp 2 / 4) or
+    'serving-options' (the spec's options goldens, each point with its
+    options STRUCT) or
     'support-matrix' (the deployment searches of the support matrix's
     entries: `aicsql.parity.matrix.run`, which has the options of that
     scan); see :mod:`.scans`. Or pass your own ``queries`` table (``db, quant, m, n, k``,
@@ -295,9 +313,12 @@ def run(
         if shared_layer is not None:
             raise ValueError("the support-matrix scan runs under the session's aic.shared_layer; SET it instead")
         return matrix.run(ctx, limit=limit, rust=rust, python=python, progress=progress)
-    if scan in ("serving", "serving-dp", "serving-pp-cp") and queries is None:
+    if scan in ("serving", "serving-dp", "serving-pp-cp", "serving-options") and queries is None:
         # (kind, rust, python) per part: aggregated points, then disaggregated ones.
-        serving = _serving_kinds("tp" if scan == "serving" else "parallel")
+        if scan == "serving-options":
+            serving = _options_kinds()
+        else:
+            serving = _serving_kinds("tp" if scan == "serving" else "parallel")
         rust_names, python_names = _pair(rust), _pair(python)
         kinds = [(serving[m], rust_names[i] or serving[m].rust, python_names[i] or serving[m].python)
                  for i, m in enumerate(("agg", "disagg"))]  # fmt: skip
@@ -339,6 +360,8 @@ def run(
                 tables = list(scans.serving_dp_queries(ctx, limit))
             elif scan == "serving-pp-cp":
                 tables = list(scans.serving_pp_cp_queries(ctx, limit))
+            elif scan == "serving-options":
+                tables = list(scans.serving_options_queries(ctx, limit))
             else:
                 tables = [scans.random_queries(ctx, size=size, seed=seed, limit=limit)]
             built = tables

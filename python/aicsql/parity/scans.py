@@ -42,6 +42,13 @@ with at least ``db, quant, m, n, k`` (plus columns that explain the row).
     every LLAMA and MOE model x the same databases, workloads and batches
     (``queries/parity/serving_pp_cp_grid.sql``), priced at the spec's label
     (``tp2pp4dp1etp1ep2``, ``tp1pp1dp1etp1ep4cp4``); compared like ``serving``.
+``serving-options``
+    the spec's options goldens (``serving_options_goldens.parquet``), every
+    point whose arguments are well-formed (``queries/parity/serving_options_grid.sql``):
+    quant overrides, TRT-LLM's KV-cache knobs, MTP and images, alone and
+    combined, agg and disagg, each point's options as the ``options``
+    STRUCT both paths take; compared like ``serving`` (the refused
+    deployments: a reason on both sides).
 ``support-matrix``
     the deployment searches of every covered PASS entry of the support
     matrix (``queries/parity/support_matrix_entries.sql``), graded per
@@ -73,7 +80,8 @@ __all__ = [
     "db_quants",
 ]
 
-SCANS = ("gemm-models", "goldens", "random", "steps", "serving", "serving-dp", "serving-pp-cp", "support-matrix")
+SCANS = ("gemm-models", "goldens", "random", "steps", "serving", "serving-dp", "serving-pp-cp", "serving-options",
+         "support-matrix")
 
 # Ranges of the random scan (inclusive).
 RANDOM_M = (0, 1 << 22)
@@ -231,7 +239,7 @@ def serving_queries(ctx, limit: Optional[int] = None, grid: str = "serving_grid.
     grid = ctx.sql(sql).to_arrow_table()
     parts = []
     for mode in ("agg", "disagg"):
-        part = grid.filter(pc.equal(grid.column("mode"), mode))
+        part = grid.filter(pc.equal(grid.column("mode").cast(pa.string()), mode))
         parts.append(part if limit is None else part.slice(0, limit))
     return parts[0], parts[1]
 
@@ -239,6 +247,20 @@ def serving_queries(ctx, limit: Optional[int] = None, grid: str = "serving_grid.
 def serving_dp_queries(ctx, limit: Optional[int] = None) -> Tuple[pa.Table, pa.Table]:
     """The points of ``serving_dp_grid.sql`` (attention dp > 1), as `serving_queries`."""
     return serving_queries(ctx, limit, "serving_dp_grid.sql")
+
+
+def serving_options_queries(ctx, limit: Optional[int] = None,
+                            path: Optional[Path] = None) -> Tuple[pa.Table, pa.Table]:  # fmt: skip
+    """The points of ``serving_options_grid.sql`` over the options goldens
+    (``path``, default the goldens directory's), as `serving_queries`."""
+    path = path or goldens_dir() / "serving_options_goldens.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"the options goldens are not at {path}; set $AICSQL_GOLDENS")
+    ctx.register_parquet("serving_options_goldens", str(path))
+    try:
+        return serving_queries(ctx, limit, "serving_options_grid.sql")
+    finally:
+        ctx.deregister_table("serving_options_goldens")
 
 
 def serving_pp_cp_queries(ctx, limit: Optional[int] = None) -> Tuple[pa.Table, pa.Table]:

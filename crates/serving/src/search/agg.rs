@@ -120,6 +120,8 @@ fn rounded(mut e: AggEstimate, parallel: &Parallel) -> AggEstimate {
         &mut e.ttft_ms,
         &mut e.tpot_ms,
         &mut e.request_latency_ms,
+        &mut e.encoder_ms,
+        &mut e.encoder_memory_gib,
         &mut e.seq_per_s,
         &mut e.seq_per_s_per_gpu,
         &mut e.tokens_per_s,

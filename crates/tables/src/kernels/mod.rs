@@ -10,6 +10,7 @@ mod cp_sparse;
 mod dsa;
 mod dsv4;
 mod dsv4_calib;
+mod encoder_attention;
 mod gdn;
 mod generation_attention;
 mod mamba2;
@@ -38,6 +39,7 @@ pub use cp_sparse::{
 };
 pub use dsa::{ContextDsaTable, DsaArch, DsaQuant, GenerationDsaTable};
 pub use dsv4::{ContextDsv4Table, Dsv4TopkCalib, GenerationDsv4Table, MhcTable, TopkVariant};
+pub use encoder_attention::EncoderAttentionTable;
 pub use gdn::{GdnKernel, GdnShape, GdnTable};
 pub use generation_attention::{GenAttnQuery, GenAttnResult, GenerationAttentionTable};
 pub use mamba2::{Mamba2Kernel, Mamba2Shape, Mamba2Table};

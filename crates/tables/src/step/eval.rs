@@ -11,11 +11,11 @@ use crate::grid::GridPath;
 use crate::kernels::{
     AllReduceTable, ComputeScaleTable, ContextAttentionTable, ContextDsaTable, ContextDsv4Table, ContextMlaModuleTable,
     ContextMlaTable, CtxAttnQuery, CtxMlaQuery, DatabaseTable, DsaQuant, Dsv4CpTable, Dsv4TopkCalib, Dsv32SparseTable,
-    GdnTable, GenAttnQuery, GenerationAttentionTable, GenerationDsaTable, GenerationDsv4Table,
+    EncoderAttentionTable, GdnTable, GenAttnQuery, GenerationAttentionTable, GenerationDsaTable, GenerationDsv4Table,
     GenerationMlaModuleTable, GenerationMlaTable, Glm5SparseTable, KernelMiss, Mamba2Table, MhcTable, MlaBmmTable,
     MoeQuery, MoeShape, MoeTable, NcclTable, RooflineAnswer, ScaleMatrixTable,
 };
-use crate::modes::MoeQuant;
+use crate::modes::{FmhaQuant, MoeQuant};
 use crate::op_sol::OpSol;
 use crate::quant::GemmQuant;
 use crate::sol::GemmSol;
@@ -97,6 +97,7 @@ pub(crate) struct Tables<'a> {
     pub float_sequence: bool,
     context: Option<Arc<ContextAttentionTable>>,
     generation: Option<Arc<GenerationAttentionTable>>,
+    encoder: Option<Arc<EncoderAttentionTable>>,
     allreduce: Option<Arc<AllReduceTable>>,
     nccl: Option<Arc<NcclTable>>,
     moe: Option<Arc<MoeTable>>,
@@ -260,6 +261,7 @@ impl<'a> Tables<'a> {
             float_sequence: false,
             context: None,
             generation: None,
+            encoder: None,
             allreduce: None,
             nccl: None,
             moe: None,
@@ -314,6 +316,10 @@ impl<'a> Tables<'a> {
         let (tree, shared) = (&*self.tree, self.shared);
         let (system, backend, version) = (&self.system, &self.backend, &self.version);
         loaded_once(&mut self.generation, || GenerationAttentionTable::cached(tree, system, backend, version, shared))
+    }
+
+    fn encoder_attention(&mut self) -> Result<Arc<EncoderAttentionTable>, TablesError> {
+        self.kernel_table(|t| &mut t.encoder)
     }
 
     fn allreduce_table(&mut self) -> Result<Arc<AllReduceTable>, TablesError> {
@@ -567,6 +573,15 @@ impl<'a> Tables<'a> {
                     source: "silicon",
                     counted: None,
                 }
+            }
+            // The ViT's attention runs in bfloat16 whatever the checkpoint's
+            // modes (options.md 4.5), with no RoPE term of its own.
+            OpSpec::EncoderAttention { n, head_dim } => {
+                let fmha = FmhaQuant::Bfloat16;
+                let lookup = Lookup::EncoderAttention { b: at.batch, s: at.s, n, head_size: head_dim, fmha };
+                let table = self.encoder_attention().map_err(|e| load_failure(e, at.name, lookup))?;
+                let r = table.query(at.batch, at.s, n, head_dim, fmha).map_err(|m| kernel_miss(m, at.name, lookup));
+                silicon(r?, lookup)
             }
             OpSpec::AllReduce { tp, hidden } => self.all_reduce(tp, tokens * hidden, at)?,
             OpSpec::MoeDispatch { hidden, moe_tp, moe_ep, dp: 1, cp: 1, .. } => {

@@ -21,6 +21,7 @@ mod ops;
 mod quants;
 mod qwen35;
 mod types;
+mod vision;
 mod weights;
 
 use std::sync::Arc;
@@ -38,6 +39,7 @@ pub use dsv4::Dsv4KvCache;
 pub use gemms::{ModelGemm, model_gemms};
 pub use quants::QuantOverrides;
 pub use types::{Lookup, OpKind, OpRow, Phase, Quants, RowKind, StepError, StepQuery, StepReport};
+pub use vision::{ImageTokens, Vision};
 
 /// Decode steps one generation sample stands for (the SDK's default stride).
 pub const GEN_STRIDE: u32 = 32;
@@ -202,6 +204,33 @@ pub struct StepModel<'a> {
     /// Per op of the list being priced: its value when it does not read
     /// the sequence length (reused across calls, so no allocation per step).
     shared: Vec<Option<eval::OpValue>>,
+    /// The image encoder's op lists built so far, by (tp, encoder DP).
+    encoder_lists: Vec<((u32, bool), Vec<Op>)>,
+}
+
+/// One encoder phase to price (docs/spec/options.md 4.6): `batch` requests
+/// of `images` images each on a worker of `tp` GPUs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EncoderRun {
+    pub tp: u32,
+    /// Encoder data parallelism: every rank encodes its share of the images
+    /// with the whole ViT (the spec's default); else the ViT is sharded.
+    pub encoder_dp: bool,
+    pub batch: u32,
+    pub images: u32,
+    pub tokens: ImageTokens,
+    /// The worker's latency correction, applied to each op before the sum
+    /// (1.0 in agg, the disagg prefill's 1.1).
+    pub correction: f64,
+}
+
+impl EncoderRun {
+    /// Images the busiest rank encodes: `ceil(batch * images / ranks)`
+    /// over the tp ranks under encoder DP, all of them otherwise.
+    pub fn images_per_rank(&self) -> i64 {
+        let ranks = if self.encoder_dp { i64::from(self.tp) } else { 1 };
+        (i64::from(self.batch) * i64::from(self.images) + ranks - 1) / ranks
+    }
 }
 
 impl StepModel<'static> {
@@ -263,6 +292,7 @@ impl<'a> StepModel<'a> {
             prepared: Vec::new(),
             prepared_at: Default::default(),
             shared: Vec::new(),
+            encoder_lists: Vec::new(),
         })
     }
 
@@ -336,7 +366,58 @@ impl<'a> StepModel<'a> {
             prepared: Vec::new(),
             prepared_at: Default::default(),
             shared: Vec::new(),
+            encoder_lists: Vec::new(),
         })
+    }
+
+    /// The checkpoint's image encoder (Qwen3-VL with a `vision_config`).
+    pub fn vision(&self) -> Option<Vision> {
+        self.desc.vision
+    }
+
+    /// The encoder's op list of a worker (built once per (tp, encoder DP));
+    /// the spec builds it with the model, so a ViT the worker's tp cannot
+    /// shard refuses every estimate of that worker, images or not.
+    fn encoder_list(&mut self, tp: u32, encoder_dp: bool) -> Result<Option<usize>, StepError> {
+        let Some(vision) = self.desc.vision else { return Ok(None) };
+        if let Some(i) = self.encoder_lists.iter().position(|(key, _)| *key == (tp, encoder_dp)) {
+            return Ok(Some(i));
+        }
+        let ops = vision.ops(i64::from(tp), encoder_dp)?;
+        self.encoder_lists.push(((tp, encoder_dp), ops));
+        Ok(Some(self.encoder_lists.len() - 1))
+    }
+
+    /// Checks that the model's encoder (if any) can be built on `tp` GPUs.
+    pub fn check_encoder(&mut self, tp: u32, encoder_dp: bool) -> Result<(), StepError> {
+        self.encoder_list(tp, encoder_dp).map(|_| ())
+    }
+
+    /// The encoder phase's latency in ms (options.md 4.6): each op at the
+    /// busiest rank's images (the projector and the all-gather at the
+    /// merged tokens, the rest at the patches), times the correction, summed
+    /// in list order. 0.0 for a model without an encoder.
+    pub fn encoder_latency(&mut self, run: &EncoderRun) -> Result<f64, StepError> {
+        let Some(index) = self.encoder_list(run.tp, run.encoder_dp)? else { return Ok(0.0) };
+        self.tables.paths = false;
+        let batch = run.images_per_rank();
+        let (post, pre) = (run.tokens.post_merge, run.tokens.pre_merge);
+        let mut total = 0.0;
+        for op in &self.encoder_lists[index].1 {
+            let s = if op.base.contains("encoder_projector") || op.base.contains("all_gather") { post } else { pre };
+            let name = || op.base.to_string();
+            let at = At { name: &name, x: batch * s, batch, s, prefix: 0, cp: 1 };
+            let v = self.tables.eval(op, &[], at)?;
+            total += v.total(op.count) * run.correction;
+        }
+        Ok(total)
+    }
+
+    /// The encoder's weights on one GPU of a worker (bytes, options.md
+    /// 4.7): the whole ViT under encoder DP, a shard without it.
+    pub fn encoder_weights(&mut self, tp: u32, encoder_dp: bool) -> Result<f64, StepError> {
+        let Some(index) = self.encoder_list(tp, encoder_dp)? else { return Ok(0.0) };
+        Ok(self.encoder_lists[index].1.iter().fold(0.0, |sum, op| sum + weights::op_weights(op, &[])))
     }
 
     /// The step's total only: TTFT (context) or TPOT (generation), in ms.
@@ -622,6 +703,7 @@ fn quant_label(op: &Op) -> String {
         OpSpec::Gemm { quant, .. } => quant.name().into(),
         OpSpec::ContextAttention { fmha, kv, .. } => format!("fmha={fmha},kv={kv}"),
         OpSpec::GenerationAttention { kv, .. } => format!("kv={kv}"),
+        OpSpec::EncoderAttention { .. } => "fmha=bfloat16".into(),
         OpSpec::AllReduce { .. } => Quants::COMM.into(),
         OpSpec::P2P { .. } => String::new(),
         OpSpec::CpAllGather { .. } => Quants::COMM.into(),

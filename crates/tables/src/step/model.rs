@@ -99,6 +99,8 @@ pub(crate) struct ModelDesc {
     /// DEEPSEEK / KIMIK25: `kv_lora_rank + qk_rope_head_dim` (512 and 64
     /// when absent or 0), the latent KV a token keeps per layer.
     pub mla_kv_width: i64,
+    /// QWEN3VL / QWEN3VL_MOE with a `vision_config`: the image encoder.
+    pub vision: Option<crate::step::vision::Vision>,
 }
 
 /// Per-GPU split of one step.
@@ -207,6 +209,10 @@ impl ModelDesc {
             moe_block: None,
             spec_family: cfg.family.unwrap_or_default(),
             mla_kv_width: 0,
+            vision: match &cfg.vision {
+                Some(v) => Some(crate::step::vision::Vision::from_config(v, &cfg.path)?),
+                None => None,
+            },
             architecture,
         };
         let mut desc = desc;

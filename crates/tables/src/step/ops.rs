@@ -56,6 +56,12 @@ pub(crate) enum OpSpec {
         window: i64,
         kv: KvQuant,
     },
+    /// A vision encoder's attention over `batch` images of `s` patches
+    /// each (docs/spec/options.md 4.5), bfloat16: `n` heads of `head_dim`.
+    EncoderAttention {
+        n: i64,
+        head_dim: i64,
+    },
     /// All-reduce of `x * hidden` elements over `tp` GPUs.
     AllReduce {
         tp: i64,
@@ -211,7 +217,8 @@ impl Op {
             | OpSpec::ContextMla { .. }
             | OpSpec::GenerationMla { .. }
             | OpSpec::Dsa { .. }
-            | OpSpec::Dsv4Attention { .. } => true,
+            | OpSpec::Dsv4Attention { .. }
+            | OpSpec::EncoderAttention { .. } => true,
             // A decode GDN kernel is keyed by batch alone.
             OpSpec::Gdn { kernel, .. } => kernel.is_context(),
             OpSpec::Mamba2 { kernel, .. } => kernel.is_context(),
@@ -532,6 +539,7 @@ mod tests {
             moe_block: None,
             spec_family: "LLAMA",
             mla_kv_width: 0,
+            vision: None,
         }
     }
 

@@ -100,6 +100,8 @@ pub enum OpKind {
     Dsv4Mhc,
     /// A prefill DeepSeek-V4 compressed attention layer (CSA / HCA).
     ContextDsv4Attention,
+    /// A vision encoder's attention (Qwen3-VL's ViT): non-causal, no KV cache.
+    EncoderAttention,
     /// A decode DeepSeek-V4 compressed attention layer.
     GenerationDsv4Attention,
 }
@@ -130,6 +132,7 @@ impl OpKind {
             OpKind::GenerationDsaModule => "GenerationDSAModule",
             OpKind::Dsv4Mhc => "DeepSeekV4MHCModule",
             OpKind::ContextDsv4Attention => "ContextDeepSeekV4AttentionModule",
+            OpKind::EncoderAttention => "EncoderAttention",
             OpKind::GenerationDsv4Attention => "GenerationDeepSeekV4AttentionModule",
         }
     }
@@ -163,6 +166,14 @@ pub enum Lookup {
         kv: KvQuant,
         window: i64,
         head_size: i64,
+    },
+    /// `query_encoder_attention(b, s, n, head_size, fmha)`: `b` images of `s` patches.
+    EncoderAttention {
+        b: i64,
+        s: i64,
+        n: i64,
+        head_size: i64,
+        fmha: FmhaQuant,
     },
     /// `query_custom_allreduce("half", tp, size)`.
     CustomAllReduce {
@@ -329,6 +340,7 @@ impl Lookup {
             Lookup::Gemm { .. } => "gemm_perf",
             Lookup::ContextAttention { .. } => "context_attention_perf",
             Lookup::GenerationAttention { .. } => "generation_attention_perf",
+            Lookup::EncoderAttention { .. } => "encoder_attention_perf",
             Lookup::CustomAllReduce { .. } => "custom_allreduce_perf",
             Lookup::Nccl { .. } => "nccl_perf",
             Lookup::Moe { .. } => "moe_perf",
@@ -356,6 +368,7 @@ impl Lookup {
             Lookup::Gemm { .. } => "query_gemm",
             Lookup::ContextAttention { .. } => "query_context_attention",
             Lookup::GenerationAttention { .. } => "query_generation_attention",
+            Lookup::EncoderAttention { .. } => "query_encoder_attention",
             Lookup::CustomAllReduce { .. } => "query_custom_allreduce",
             Lookup::Nccl { .. } => "query_nccl",
             Lookup::Moe { .. } => "query_moe",
@@ -387,6 +400,9 @@ impl Lookup {
             Lookup::GenerationAttention { b, s, n, n_kv, kv, window, head_size } => format!(
                 r#"{{"args": [{b}, {s}, {n}, {n_kv}, "{kv}"], "kwargs": {{"window_size": {window}, "head_size": {head_size}}}}}"#
             ),
+            Lookup::EncoderAttention { b, s, n, head_size, fmha } => {
+                format!(r#"{{"args": [{b}, {s}, {n}, {head_size}, "{fmha}"], "kwargs": {{}}}}"#)
+            }
             Lookup::CustomAllReduce { tp, size } => format!(r#"{{"args": ["half", {tp}, {size}], "kwargs": {{}}}}"#),
             Lookup::Nccl { g, op, size } => format!(r#"{{"args": ["half", {g}, "{op}", {size}], "kwargs": {{}}}}"#),
             Lookup::ComputeScale { m, k } | Lookup::ScaleMatrix { m, k } => {

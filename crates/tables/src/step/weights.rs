@@ -56,6 +56,7 @@ pub(crate) fn op_weights(op: &Op, subs: &[Op]) -> f64 {
         | OpSpec::FloorSplitElementWise { .. }
         | OpSpec::ContextAttention { .. }
         | OpSpec::GenerationAttention { .. }
+        | OpSpec::EncoderAttention { .. }
         | OpSpec::AllReduce { .. }
         | OpSpec::P2P { .. }
         | OpSpec::CpAllGather { .. }

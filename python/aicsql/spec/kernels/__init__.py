@@ -3,7 +3,8 @@ resolvers, restated from the spec (docs/spec/engine_step.md sections 4, 5, 7, 8)
 
 * `grid`      -- the Grid resolver (7.1);
 * `system`    -- system constants and the SOL formulas 5.1, 5.3 - 5.9;
-* `attention`, `comm`, `moe` -- the tables and their queries;
+* `attention`, `comm`, `moe` -- the tables and their queries (`attention`
+  includes the vision encoder's attention table, Qwen3-VL's image path);
 * `mla` -- DeepSeek / Kimi's MLA tables (granular, BMM, module);
 * `gdn` -- Qwen3.5's gated-delta-net kernel table (never misses: SOL fallback);
 * `mamba2` -- Nemotron-H's Mamba-2 kernel table (never misses: SOL fallback);
@@ -23,7 +24,7 @@ from typing import Dict, Tuple
 
 from ..data import Database, DataTree
 from ..gemm import GemmTable, load_table
-from .attention import ContextAttentionTable, GenerationAttentionTable
+from .attention import ContextAttentionTable, EncoderAttentionTable, GenerationAttentionTable
 from .comm import CustomAllReduceTable, NcclTable
 from .dsa import DSATables, SparseKernels
 from .gdn import GDNTable
@@ -46,6 +47,7 @@ __all__ = [
     "ContextMLATable",
     "CustomAllReduceTable",
     "DSATables",
+    "EncoderAttentionTable",
     "FMHA_QUANTS",
     "GDNTable",
     "DSv4Tables",
@@ -111,6 +113,11 @@ class Kernels:
             "generation_attention",
             lambda: GenerationAttentionTable(self.tree, self.db, self.shared_layer, self.system),
         )
+
+    @property
+    def encoder_attention(self) -> EncoderAttentionTable:
+        """The vision encoder's attention table (Qwen3-VL's image path only)."""
+        return self._table(EncoderAttentionTable)
 
     @property
     def nccl(self) -> NcclTable:

@@ -16,6 +16,14 @@ Generation attention
     raised to its own SOL (5.4). A query is the mean of five raw Grid lookups
     ``(num_heads, batch, s_j)`` around s (8.3).
 
+Encoder attention (Qwen3-VL's vision encoder; families_hybrid_vl_databases.md 3.6)
+    ``[attn_dtype][head_dim][num_heads][isl][batch]``: non-causal MHA, no KV
+    cache, no window, so no kv levels. No SOL clamp. A query fixes the
+    (fmha, head_dim) slice and resolves the Grid ``(num_heads, seq, batch)``
+    like the context table (sqrt on seq), with the non-causal SOL
+    (`StepSystem.encoder_attention_sol`). Only bfloat16 FMHA has data (the
+    spec refuses any other mode when it builds the op).
+
 Rows are inserted in source priority order, file order inside a source;
 the first row of a key wins (11.1).
 """
@@ -33,10 +41,18 @@ from .quant import KV_QUANTS
 from ..sources import read_columns, table_sources
 from .system import StepSystem
 
-__all__ = ["ContextAttentionTable", "GenerationAttentionTable", "CONTEXT_FILE", "GENERATION_FILE"]
+__all__ = [
+    "ContextAttentionTable",
+    "GenerationAttentionTable",
+    "EncoderAttentionTable",
+    "CONTEXT_FILE",
+    "GENERATION_FILE",
+    "ENCODER_FILE",
+]
 
 CONTEXT_FILE = "context_attention_perf.parquet"
 GENERATION_FILE = "generation_attention_perf.parquet"
+ENCODER_FILE = "encoder_attention_perf.parquet"
 
 _OPTIONAL = {"window_size": 0, "step": 0}
 
@@ -221,3 +237,63 @@ class GenerationAttentionTable:
         for value in values:  # a plain left-to-right sum
             total += value
         return total / 5, ",".join(sorted(paths))
+
+
+class EncoderAttentionTable:
+    """A database's encoder-attention table (source union, first-wins, no SOL clamp)."""
+
+    def __init__(self, tree: DataTree, db: Database, shared_layer: bool, system: StepSystem):
+        self.db = db
+        self.system = system
+        self.sources = table_sources(tree, db, ENCODER_FILE, shared_layer)
+        self.root: Dict = {}
+        for f in self.sources:
+            cols = read_columns(f, ["attn_dtype", "head_dim", "num_heads", "isl", "batch_size", "latency"])
+            for attn, d, n, isl, b, latency in zip(
+                cols["attn_dtype"], cols["head_dim"], cols["num_heads"], cols["isl"], cols["batch_size"],
+                cols["latency"],
+            ):  # fmt: skip
+                insert_first_wins(self.root, (attn, d, n, isl, b), latency)
+        self._grids: Dict[Tuple, Optional[Grid]] = {}
+        self._lock = threading.Lock()
+
+    def _grid(self, q_f: QuantMode, d: int) -> Optional[Grid]:
+        key = (q_f.name, d)
+        with self._lock:
+            if key in self._grids:
+                return self._grids[key]
+        node = self.root.get(q_f.name)
+        node = node.get(d) if node else None
+        grid = None
+        if node:
+            system = self.system
+
+            def sol(coords):
+                n, s, b = coords
+                return system.encoder_attention_sol(b, s, n, d, q_f)
+
+            grid = Grid(node, ("num_heads", "seq_len", "batch"), sol, sqrt_axis=1)
+        with self._lock:
+            self._grids[key] = grid
+        return grid
+
+    @staticmethod
+    def lookup_args(b, s, n, d: int, q_f: QuantMode):
+        """The query as the spec's ``query_encoder_attention`` call (method args, kwargs)."""
+        return [b, s, n, d, q_f.name], {}
+
+    def query(self, b: int, s: int, n: int, d: int, q_f: QuantMode) -> Tuple[float, str]:
+        """(latency ms, interp path) of ``b`` images of ``s`` patches each
+        attending to themselves over ``n`` heads of size ``d``."""
+        grid = self._grid(q_f, d)
+        try:
+            if grid is None:
+                raise GridMiss("no data for this (fmha, head_dim) slice")
+            return grid.lookup((n, s, b))
+        except GridMiss as e:
+            args, kwargs = self.lookup_args(b, s, n, d, q_f)
+            raise PerfMiss(
+                "encoder_attention_perf",
+                lookup_call("query_encoder_attention", args, kwargs),
+                str(e) or "no data to anchor the query",
+            ) from None

@@ -92,6 +92,14 @@ class StepSystem:
         mem = 2 * b * (2 * n * (full - prefix) * d) + q_kv.memory * b * (2 * n_kv * full * d)
         return max(ops / self.bfloat16_tc_flops * 1000 / q_f.compute, mem / self.mem_bw * 1000)
 
+    def encoder_attention_sol(self, b: int, s: int, n: int, d: int, q_f: QuantMode) -> float:
+        """The vision encoder's attention (families_hybrid 3.6): non-causal, so
+        the full ``s^2`` of math (no halving); Q, K, V read and the output
+        written once, 2-byte values, no KV cache."""
+        ops = 2 * b * s * s * n * d * 2
+        mem = 2 * b * (3 * n * s * d + n * s * d)
+        return max(ops / self.bfloat16_tc_flops * 1000 / q_f.compute, mem / self.mem_bw * 1000)
+
     # ---- 5.4 ------------------------------------------------------------------
 
     def generation_attention_sol(self, b: int, s: int, n: int, n_kv: int, d: int, w: int, q_kv: QuantMode) -> float:

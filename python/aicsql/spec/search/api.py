@@ -61,7 +61,12 @@ disagg sweep ignore them, as the spec does. ``enable_chunked_prefill`` (the
 CLI's ``--enable-chunked-prefill``, setting ``aic.enable_chunked_prefill``)
 walks the agg budgets in steps of 512 instead of multiples of isl
 (options.md 3.3). The quantisation overrides of the estimates are refused:
-``cli_default`` has none.
+``cli_default`` has none. So are the estimates' image options
+(``image_height``, ``image_width``, ``num_images``, ``enable_encoder_dp``,
+options.md 4; settings ``aic.image_*``, ``aic.num_images``,
+``aic.enable_encoder_dp``): ``cli_default`` has them, but the searches here
+do not price the vision encoder yet, and a search that dropped them would
+answer for text-only requests.
 """
 
 from __future__ import annotations
@@ -72,7 +77,16 @@ import pyarrow as pa
 
 from ..step.api import _int_arg, _settings
 from ..step.engine import resolve_nextn, step_context
-from ..step.options import MTP_OPTIONS, NO_OVERRIDES, Options, parse_options, settings_options
+from ..step.options import (
+    IMAGE_OPTIONS,
+    MTP_OPTIONS,
+    NO_IMAGES,
+    NO_OVERRIDES,
+    Options,
+    given_image_options,
+    parse_options,
+    settings_options,
+)
 from .pick import CLUSTER, best_configs, cluster_rate, pareto_front, with_cluster
 from .space import (
     TPOT_SWEEP,
@@ -227,8 +241,13 @@ def _search_options(options) -> Options:
     spec's ``cli_default`` checks them first: the MTP depth rule, and for a
     given depth the acceptance ('auto' waits for the checkpoint); the KV
     knobs as the estimates check them. Quantisation overrides are refused:
-    ``cli_default`` has none (options.md 1.1)."""
+    ``cli_default`` has none (options.md 1.1); so are the image options (not
+    priced by the searches yet)."""
     parsed = parse_options(options)
+    images = given_image_options(options)
+    if images:
+        raise ValueError(f"the searches do not price images yet: they take the options {', '.join(SEARCH_OPTIONS)} "
+                         f"only, not {', '.join(images)} (estimate_agg / estimate_disagg price them)")  # fmt: skip
     if parsed.quant != NO_OVERRIDES:
         given = sorted(k for k in (options if isinstance(options, dict) else {}) if k not in SEARCH_OPTIONS)
         raise ValueError(f"the searches take the options {', '.join(SEARCH_OPTIONS)} only, not "
@@ -422,12 +441,21 @@ def _settings_options(settings: Dict[str, object]) -> Options:
     """The search options of the session settings (``aic.nextn``,
     ``aic.nextn_accepted``, ``aic.max_seq_len``, ``aic.free_gpu_memory_fraction``;
     '' = unset), checked as `run_search` checks them. A quantisation setting
-    is refused as the Rust searches refuse it."""
+    is refused as the Rust searches refuse it, and so is an image setting
+    (the searches do not price images yet)."""
     quant = [k for k in ("gemm_quant", "moe_quant", "kvcache_quant", "fmha_quant", "comm_quant")
              if str(settings.get(k) or "").strip()]  # fmt: skip
     if quant:
         raise ValueError(f"the spec's search takes no quant overrides; unset {', '.join('aic.' + k for k in quant)} "
                          "(SET aic.kvcache_quant = '') first")  # fmt: skip
+    # The Rust bridge passes every setting, the image ones at their defaults
+    # ('0', '0', '1', 'true') when unset: only images that differ are refused.
+    given = settings_options({k: settings[k] for k in IMAGE_OPTIONS if k in settings}).images
+    images = [k for k, field in zip(IMAGE_OPTIONS, NO_IMAGES._fields)
+              if getattr(given, field) != getattr(NO_IMAGES, field)]  # fmt: skip
+    if images:
+        raise ValueError(f"the searches do not price images yet; unset {', '.join('aic.' + k for k in images)} "
+                         f"(SET aic.{images[0]} = '') first")  # fmt: skip
     options = settings_options({k: settings[k] for k in SEARCH_OPTIONS if k in settings})
     _search_options(options)
     return options

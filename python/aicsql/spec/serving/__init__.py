@@ -9,6 +9,7 @@ workers with rate matching) and the memory model, over the engine step of
 * `estimate` -- the mixed / decode-only steps, the aggregated and the
   disaggregated estimate;
 * `speculative` -- MTP's acceptance projection of the results;
+* `encoder`  -- the vision encoder's phase and memory (Qwen3-VL with images);
 * `rounding` -- numpy's 3-decimal rounding of the spec's frames;
 * `api`      -- `estimate_agg`, `estimate_disagg`, `estimate_memory` and their
   batch forms for the Rust bridge (``py_estimate_agg``, ...).

@@ -79,6 +79,24 @@ the aggregated result, the decode worker's row before the rate matching.
 Malformed values are ValueErrors with the spec's texts, always raised;
 NEMOTRONNAS with ``nextn > 0`` is a refused deployment (a reason). The batch
 forms read ``aic.nextn`` and ``aic.nextn_accepted`` ('' = unset).
+
+``options`` also takes the images of a vision-language request
+(docs/spec/options.md 4): ``image_height``, ``image_width`` (pixels, integers
+>= 0, default 0 = no image), ``num_images`` (per request, an integer >= 0,
+default 1) and ``enable_encoder_dp`` (default True: the vision encoder is
+replicated over the tp ranks, each taking its share of the images; False:
+sharded like the LLM, which tp must divide -- else a refused deployment
+with the spec's text, images or not). Only Qwen3-VL (QWEN3VL, QWEN3VL_MOE)
+reads them; every other model ignores them, as the spec does. An image of
+``H x W`` pixels is ``(H // 32) * (W // 32)`` LLM tokens on Qwen3-VL (16-pixel
+patches merged 2 x 2) in front of each request's text: every step and the
+KV cache run at that effective length, the reported ``isl`` stays the
+text's, and the encoder phase is priced once per batch in front of the
+aggregated TTFT (and in its throughput) and the prefill worker's TTFT, its
+memory added to theirs (``encoder_latency_ms``, ``encoder_memory_gib``;
+`aicsql.spec.serving.encoder`). The batch forms read ``aic.image_height``,
+``aic.image_width``, ``aic.num_images`` and ``aic.enable_encoder_dp``
+('' = unset).
 """
 
 from __future__ import annotations
@@ -92,7 +110,7 @@ from ..data import Database
 from ..limits import MAX_ISL, check_step
 from ..step.api import _int_arg, _pylist, _settings
 from ..step.engine import DeploymentRefused, StepContext, resolve_nextn, step_context
-from ..step.options import MemoryOptions, Options, parse_options
+from ..step.options import Options, options_over, parse_options
 from .estimate import (
     Layout,
     ServingMiss,
@@ -158,7 +176,8 @@ DISAGG_SCHEMA = _schema(
     + [(n, _I) for n in ("concurrency", "num_total_gpus", "isl", "osl", "prefix")]
     + _side("prefill_")
     + _side("decode_")
-    + [(n, _S) for n in ("comm", "system", "backend", "version", "reason")]
+    + [("comm", _S), ("encoder_latency_ms", _F), ("encoder_memory_gib", _F)]
+    + [(n, _S) for n in ("system", "backend", "version", "reason")]
 )  # fmt: skip
 
 
@@ -245,22 +264,23 @@ class _Agg:
         check_step(self.tp, self.batch, self.isl, self.osl, self.moe_tp, self.moe_ep, self.dp, self.pp, self.cp)
 
 
-def _agg(ctx: StepContext, a: _Agg, mem: MemoryOptions, accepted: float):
+def _agg(ctx: StepContext, a: _Agg, options: Options, accepted: float):
     layout = resolve_layout(ctx, a.tp, a.moe_tp, a.moe_ep, a.dp, a.pp, a.cp)
+    mem = options.memory
     return agg_estimate(ctx, layout, a.batch, a.isl, a.osl, a.prefix, a.ctx_tokens, mem.max_seq_len,
-                        mem.free_gpu_memory_fraction, accepted)  # fmt: skip
+                        mem.free_gpu_memory_fraction, accepted, options.images)  # fmt: skip
 
 
-def _agg_row(ctx: StepContext, a: _Agg, mem: MemoryOptions, accepted: float) -> dict:
+def _agg_row(ctx: StepContext, a: _Agg, options: Options, accepted: float) -> dict:
     """The estimate_agg struct (ServingMiss on a miss or OOM)."""
-    result = _agg(ctx, a, mem, accepted)
+    result = _agg(ctx, a, options, accepted)
     if result.oom:
         raise ServingMiss(oom_message_agg(ctx.model.name, ctx.db.system, a.tp, a.dp, a.pp), "oom")
     return result.row
 
 
-def _memory_row(ctx: StepContext, a: _Agg, mem: MemoryOptions, accepted: float) -> dict:
-    result = _agg(ctx, a, mem, accepted)
+def _memory_row(ctx: StepContext, a: _Agg, options: Options, accepted: float) -> dict:
+    result = _agg(ctx, a, options, accepted)
     m = result.memory
     return {
         "weights_gib": m["weights"],
@@ -291,12 +311,12 @@ class _Disagg:
             check_step(par.tp, batch, self.isl, self.osl, par.moe_tp, par.moe_ep, par.dp, par.pp, par.cp)
 
 
-def _disagg_row(ctx: StepContext, a: _Disagg, mem: MemoryOptions, accepted: float) -> dict:
+def _disagg_row(ctx: StepContext, a: _Disagg, options: Options, accepted: float) -> dict:
     # the memory knobs are ignored, as the spec's run_disagg has no such parameters (options.md 3.2)
     prefill = resolve_layout(ctx, *a.prefill)
     decode = resolve_layout(ctx, *a.decode)
     return disagg_estimate(ctx, prefill, a.p_batch, a.p_workers, decode, a.d_batch, a.d_workers, a.isl, a.osl,
-                           a.prefix, accepted)  # fmt: skip
+                           a.prefix, accepted, options.images)  # fmt: skip
 
 
 # ---- one call -------------------------------------------------------------------------------
@@ -307,7 +327,8 @@ class _Call:
 
     def __init__(self, settings: Optional[Dict[str, str]], data, options: Optional[Options] = None):
         # The plain functions' options, else the settings' (the batch forms: aic.gemm_quant, ...,
-        # aic.free_gpu_memory_fraction, aic.max_seq_len, aic.nextn, aic.nextn_accepted).
+        # aic.free_gpu_memory_fraction, aic.max_seq_len, aic.nextn, aic.nextn_accepted,
+        # aic.image_height, aic.image_width, aic.num_images, aic.enable_encoder_dp).
         self.s = _settings(settings, data)
         self.options = options if options is not None else self.s.options
         mtp = self.options.mtp
@@ -332,11 +353,11 @@ class _Call:
         return step_context(self.s.tree, model, database, self.s.shared_layer, self.options.quant, nextn), accepted
 
     def row(self, fn, schema: pa.StructType, model, db, args) -> dict:
-        """``fn(ctx, args, memory options, accepted)``'s struct; a miss becomes
+        """``fn(ctx, args, options, accepted)``'s struct; a miss becomes
         the reason (or ValueError)."""
         ctx, accepted = self.context(model, db)
         try:
-            return fn(ctx, args, self.options.memory, accepted)
+            return fn(ctx, args, self.options, accepted)
         except (ServingMiss, DeploymentRefused) as miss:
             if self.raise_on_miss:
                 raise ValueError(str(miss)) from None
@@ -356,7 +377,7 @@ def estimate_agg(model: str, db: str, parallel, batch: int, isl: int, osl: int, 
     """One aggregated (IFB) estimate as a dict of the ``estimate_agg`` struct
     fields; a miss or OOM is a dict whose only non-None field is ``reason``
     (ValueError under ``on_miss = 'error'``). ``options``: the spec's quant
-    overrides, memory knobs and MTP options (module doc)."""
+    overrides, memory knobs, MTP and image options (module doc)."""
     call = _Call(_plain(on_miss, shared_layer, backend, version), data, parse_options(options))
     return call.row(_agg_row, AGG_SCHEMA, model, db,
                     _Agg(model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep))  # fmt: skip
@@ -417,24 +438,44 @@ def _struct(rows: List[Optional[dict]], schema: pa.StructType) -> pa.StructArray
 
 
 def _batch(name: str, settings, arrays, required: int, total: int, build, fn, schema, data) -> pa.StructArray:
+    """One SQL call: the positional arrays, and a trailing options STRUCT
+    (one dict per row, None fields unset) over the session's settings, as
+    the Rust functions take it (`options_over`)."""
     call = _Call(settings, data)
+    given: Optional[list] = None
+    if arrays and pa.types.is_struct(_type(arrays[-1])):
+        given, arrays = _pylist(arrays[-1]), arrays[:-1]
     cols = _columns(name, arrays, required, total)
+    calls: Dict[tuple, _Call] = {(): call}
     memo: Dict[tuple, dict] = {}
     out: List[Optional[dict]] = []
-    for row in zip(*cols):
+    for i, row in enumerate(zip(*cols)):
         if any(v is None for v in row[:required]):
             out.append(None)
             continue
-        value = memo.get(row)
+        options = tuple(sorted((k, v) for k, v in (given[i] or {}).items() if v is not None)) if given else ()
+        row_call = calls.get(options)
+        if row_call is None:
+            try:
+                merged = options_over(call.options, dict(options))
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from None
+            row_call = calls[options] = _Call(settings, data, merged)
+        key = (row, options)
+        value = memo.get(key)
         if value is None:
-            value = memo[row] = call.row(fn, schema, row[0], row[1], build(*row))
+            value = memo[key] = row_call.row(fn, schema, row[0], row[1], build(*row))
         out.append(value)
     return _struct(out, schema)
 
 
+def _type(array) -> pa.DataType:
+    return array.type if hasattr(array, "type") else pa.array(array).type
+
+
 def estimate_agg_batch(settings: Dict[str, str], *arrays, data=None) -> pa.StructArray:
     """``estimate_agg`` per row: arrays (model, db, parallel, batch, isl, osl
-    [, prefix [, ctx_tokens [, moe_tp, moe_ep]]]); the struct of `AGG_SCHEMA`.
+    [, prefix [, ctx_tokens [, moe_tp, moe_ep]]] [, options STRUCT]); the struct of `AGG_SCHEMA`.
     Contexts are built once per (model, database); a repeated row is computed once."""
     return _batch("estimate_agg", settings, arrays, 6, 10, _Agg, _agg_row, AGG_SCHEMA, data)
 
@@ -448,5 +489,5 @@ def estimate_disagg_batch(settings: Dict[str, str], *arrays, data=None) -> pa.St
     """``estimate_disagg`` per row: arrays (model, db, prefill_parallel,
     prefill_batch, prefill_workers, decode_parallel, decode_batch,
     decode_workers, isl, osl [, prefix [, prefill_moe_tp, prefill_moe_ep,
-    decode_moe_tp, decode_moe_ep]]); the struct of `DISAGG_SCHEMA`."""
+    decode_moe_tp, decode_moe_ep]] [, options STRUCT]); the struct of `DISAGG_SCHEMA`."""
     return _batch("estimate_disagg", settings, arrays, 10, 15, _Disagg, _disagg_row, DISAGG_SCHEMA, data)

@@ -73,6 +73,20 @@ activations by ``nextn + 1`` -- and the estimates take the accepted draft
 tokens per iteration (``accepted``), projecting the aggregated result and the
 decode worker's row before the rate matching (`aicsql.spec.serving.speculative`).
 
+Images (Qwen3-VL; docs/spec/options.md 4; `aicsql.spec.serving.encoder`):
+every worker carries the model's vision encoder (`Encoder`, built with the
+worker so the spec's sharding refusal applies whatever the images). With
+images, each request puts ``img = post_merge * num_images`` image tokens in
+front of its text and every step and memory call runs at ``isl_eff = isl +
+img`` -- the aggregated estimate's step counts, balance score, mixed /
+decode-only steps and TRT-LLM's ``max_seq_len`` default, the prefill and
+the decode worker's steps -- while the reported ``isl`` stays the text's.
+The encoder phase runs once per batch: in front of the aggregated TTFT and
+in its step-latency total (not in the mixed steps), and in front of the
+prefill worker's TTFT (scaled by its 1.1 correction op by op); a decode
+worker runs none. Its memory is added to the aggregated and the prefill
+worker's memory; ``encoder_latency_ms`` / ``encoder_memory_gib`` report it.
+
 Misses (``StepMiss``) and OOM are `ServingMiss`; bad input is ValueError.
 
 Spec details worth knowing (all checked against the goldens or the Rust path):
@@ -99,12 +113,15 @@ import math
 import threading
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
+from ..limits import check_image_tokens
 from ..step.engine import StepContext, StepMiss, resolve_parallel, check_moe_blocks
 from ..step.ops import check_trtllm_alltoall
 from ..step.model import DEEPSEEK, KIMIK25
 from ..step.ops import Op, Parallel, PhaseQuants
+from ..step.options import NO_IMAGES, ImageOptions
 from ..kernels.quant import KV_QUANTS
 from .backends import Backend, backend_for
+from .encoder import Encoder
 from .memory import capacity_bytes, is_oom, kv_cache_oom, memory_usage
 from .rounding import numpy_round3
 from .speculative import project_agg, project_decode
@@ -215,9 +232,10 @@ def _step(ctx: StepContext, phase: str, par: Parallel, ops: List[Op], batch, isl
 
 class _Worker:
     """A model on a database at one parallel layout: both op lists, the
-    quant modes it reports, the memory model's inputs."""
+    vision encoder with the images asked for, the quant modes it reports,
+    the memory model's inputs."""
 
-    def __init__(self, ctx: StepContext, layout: Layout, report_phase: str):
+    def __init__(self, ctx: StepContext, layout: Layout, report_phase: str, images: ImageOptions = NO_IMAGES):
         self.ctx = ctx
         self.layout = layout
         self.backend: Backend = backend_for(ctx.db.backend)
@@ -232,6 +250,7 @@ class _Worker:
         self.weights = StepContext.weights(self.ops_ctx)
         self.kv_elements = ctx.kv_elements_per_token(lay.tp)
         self.kv_bytes = KV_QUANTS[self.quants.kvcache].memory
+        self.encoder = Encoder(ctx, lay.tp, images)
 
     def context(self, batch, isl, prefix) -> Dict[str, float]:
         return _step(self.ctx, "context", self.layout.par, self.ops_ctx, batch, isl, 1, prefix)
@@ -239,13 +258,29 @@ class _Worker:
     def generation(self, batch, isl, osl) -> Dict[str, float]:
         return _step(self.ctx, "generation", self.layout.par, self.ops_gen, batch, isl, osl, 0)
 
-    def memory(self, batch_size, beam_width, isl, osl, num_tokens=0, prefix=0, max_seq_len=None) -> Dict[str, float]:
+    def memory(self, batch_size, beam_width, isl, osl, num_tokens=0, prefix=0, max_seq_len=None,
+               encoder_memory=None) -> Dict[str, float]:  # fmt: skip
         lay = self.layout
         return memory_usage(
             self.backend, self.ctx.kernels.system, self.ctx.model, self.weights, self.kv_elements, self.kv_bytes,
             lay.tp, lay.par.moe_ep, batch_size, beam_width, isl, osl, num_tokens=num_tokens, prefix=prefix,
             max_seq_len=max_seq_len, pp=lay.pp, attention_dp=lay.dp, nextn=self.ctx.nextn,
+            encoder_memory=encoder_memory,
         )  # fmt: skip
+
+    def effective_isl(self, batch: int, isl: int) -> int:
+        """The LLM's input length per request: the text's `isl` plus the
+        image tokens (ValueError beyond the limits of one call)."""
+        image_tokens = self.encoder.tokens_per_request
+        check_image_tokens(batch, isl, image_tokens)
+        return isl + image_tokens
+
+    def encoder_latency(self, batch: int, correction: float = 1.0):
+        """The encoder phase of `batch` requests (int 0 without images); ServingMiss on a miss."""
+        try:
+            return self.encoder.latency(batch, correction)
+        except StepMiss as miss:
+            raise _miss(self.ctx, "encoder phase (vision encoder)", miss) from None
 
     def quant_fields(self, prefix: str = "") -> dict:
         q = self.quants
@@ -322,35 +357,44 @@ def oom_message_agg(model: str, system: str, tp: int, dp: int = 1, pp: int = 1) 
     )
 
 
-def worker(ctx: StepContext, layout: Layout, role: str = "context") -> "_Worker":
+def worker(ctx: StepContext, layout: Layout, role: str = "context", images: ImageOptions = NO_IMAGES) -> "_Worker":
     """The model at one layout, built once and reused for many points (the
     search prices a layout's whole grid with one): ``role`` 'context' for an
     aggregated or prefill worker, 'generation' for a decode worker (the quant
-    modes it reports). ValueError where the spec's model construction raises."""
-    return _Worker(ctx, layout, role)
+    modes it reports); ``images``: the image options (none by default).
+    ValueError where the spec's model construction raises."""
+    return _Worker(ctx, layout, role, images)
 
 
 def agg_estimate(ctx: StepContext, layout: Layout, b: int, isl: int, osl: int, prefix: int, ctx_tokens: int,
                  max_seq_len: Optional[int] = None, free_gpu_memory_fraction=None,
-                 accepted: float = 0.0) -> AggResult:  # fmt: skip
+                 accepted: float = 0.0, images: ImageOptions = NO_IMAGES) -> AggResult:  # fmt: skip
     """``run_agg`` + ``_run_agg_estimate`` for one point (ServingMiss on a
     step miss; OOM is reported in the result, the caller decides).
     ``max_seq_len`` / ``free_gpu_memory_fraction``: the spec's memory knobs
     (options.md 3.2; None = the backend's default), read by trtllm only.
     ``accepted``: the MTP draft tokens accepted per iteration (options.md
-    2.4; 0.0 = no projection)."""
-    return agg_point(_Worker(ctx, layout, "context"), b, isl, osl, prefix, ctx_tokens, max_seq_len,
+    2.4; 0.0 = no projection). ``images``: the image options (options.md 4;
+    only a Qwen3-VL model reads them)."""
+    return agg_point(_Worker(ctx, layout, "context", images), b, isl, osl, prefix, ctx_tokens, max_seq_len,
                      free_gpu_memory_fraction, accepted)  # fmt: skip
 
 
 def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens: int,
               max_seq_len: Optional[int] = None, free_gpu_memory_fraction=None,
               accepted: float = 0.0) -> AggResult:  # fmt: skip
-    """`agg_estimate` on a `worker` built once (the same numbers)."""
+    """`agg_estimate` on a `worker` built once (the same numbers). `isl` is
+    the text's; the steps run at the worker's effective length (module doc)."""
     ctx, layout = w.ctx, w.layout
     backend = w.backend
     model = ctx.model
+    text_isl = isl
+    isl = w.effective_isl(b, text_isl)
     balance_score = isl * b / ctx_tokens / osl
+
+    # the encoder phase first (run_agg's order: its miss is the one reported)
+    encoder_latency_ms = w.encoder_latency(b)
+    encoder_memory = w.encoder.memory(b)
 
     steps_to_finish_ctx = float(math.ceil(isl * b / ctx_tokens))
     num_mix_steps = num_genonly_steps = 0
@@ -381,7 +425,6 @@ def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens:
     mix_step_latency_ms *= mix_efficiency
     genonly_step_latency_ms = _genonly_step(w, num_genonly_tokens, isl, osl)
 
-    encoder_latency_ms = 0  # sum() of the empty encoder dict (text-only)
     prefill_step_ms = mix_step_latency_ms / mix_efficiency if mix_efficiency > 0 else mix_step_latency_ms
     ttft_per_request = prefill_step_ms * float(math.ceil(isl / ctx_tokens)) + backend.prefill_dispatch_overhead_ms(model)
     ttft = encoder_latency_ms + ttft_per_request * backend.ttft_queuing_factor(b, steps_to_finish_ctx)
@@ -413,7 +456,8 @@ def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens:
     request_rate = output_throughput / (osl - 1) if osl > 1 else 0.0
     num_tokens = num_gen_requests + ctx_tokens if b > 1 else ctx_tokens
 
-    memory = w.memory(b, 1, isl, osl, prefix=prefix, **backend.agg_memory_kwargs(num_tokens, isl, osl, max_seq_len))
+    memory = w.memory(b, 1, isl, osl, prefix=prefix, encoder_memory=encoder_memory,
+                      **backend.agg_memory_kwargs(num_tokens, isl, osl, max_seq_len))  # fmt: skip
     tp = layout.tp
     tokens_s_gpu = output_throughput / pp / tp / dp / cp
     tokens_s_user = 1000.0 / tpot if (osl > 1 and tpot > 0.0) else 0.0
@@ -447,7 +491,7 @@ def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens:
         "bs": b,
         "global_bs": b * dp,
         "num_total_gpus": tp * pp * dp * cp,
-        "isl": isl,
+        "isl": text_isl,
         "osl": osl,
         "prefix": prefix,
         "ctx_tokens": ctx_tokens,
@@ -470,8 +514,8 @@ def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens:
         "cp": cp,
         **w.quant_fields(),
         "comm": w.quants.comm,
-        "encoder_latency_ms": 0.0,
-        "encoder_memory_gib": 0.0,
+        "encoder_latency_ms": float(encoder_latency_ms),
+        "encoder_memory_gib": encoder_memory["total"] if encoder_memory else 0.0,
         "system": db.system,
         "backend": db.backend,
         "version": db.version,
@@ -489,8 +533,15 @@ def agg_point(w: "_Worker", b: int, isl: int, osl: int, prefix: int, ctx_tokens:
 def _static_row(w: _Worker, mode: str, batch: int, isl: int, osl: int, prefix: int, scale: float) -> Tuple[dict, bool]:
     """``run_static`` (static_ctx or static_gen) at a latency correction
     scale: the fields the rate matching reads, rounded like
-    ``DataFrame.round(3)``, and whether the worker is OOM."""
+    ``DataFrame.round(3)``, and whether the worker is OOM. `isl` is the
+    text's; the steps run at the worker's effective length, and static_ctx
+    runs the encoder phase first (module doc)."""
+    text_isl = isl
+    isl = w.effective_isl(batch, text_isl)
+    encoder_latency, encoder_memory = 0, None
     if mode == "static_ctx":
+        encoder_latency = w.encoder_latency(batch, scale)
+        encoder_memory = w.encoder.memory(batch)
         try:
             latency = dict(w.context(batch, isl, prefix))
         except StepMiss as miss:
@@ -508,11 +559,10 @@ def _static_row(w: _Worker, mode: str, batch: int, isl: int, osl: int, prefix: i
         for name in generation_dict:
             generation_dict[name] *= scale
     if mode == "static_ctx":
-        memory = w.memory(batch, 1, isl, 1, prefix=prefix)
+        memory = w.memory(batch, 1, isl, 1, prefix=prefix, encoder_memory=encoder_memory)
     else:
         memory = w.memory(batch, 1, isl, osl, num_tokens=batch * 1, prefix=prefix)
 
-    encoder_latency = 0
     context_latency = sum(latency.values())
     generation_latency = sum(generation_dict.values())
     pp = w.layout.pp
@@ -534,9 +584,10 @@ def _static_row(w: _Worker, mode: str, batch: int, isl: int, osl: int, prefix: i
     tokens_s_gpu = tokens_s / tp / pp / dp
     tokens_s_user = 0.0 if tpot == 0.0 else 1000.0 / tpot
     row = {
-        "isl": isl, "osl": osl, "prefix": prefix, "concurrency": concurrency, "bs": batch, "global_bs": global_bs,
+        "isl": text_isl, "osl": osl, "prefix": prefix, "concurrency": concurrency, "bs": batch, "global_bs": global_bs,
         "ttft": ttft, "tpot": tpot, "seq/s": seq_s, "seq/s/gpu": seq_s_gpu, "tokens/s": tokens_s,
         "tokens/s/gpu": tokens_s_gpu, "tokens/s/user": tokens_s_user, "request_latency": request_latency,
+        "encoder_latency": encoder_latency, "encoder_memory": encoder_memory["total"] if encoder_memory else 0.0,
         "tp": tp, "pp": pp, "dp": dp, "memory": memory["total"],
     }  # fmt: skip
     row = {k: numpy_round3(v) for k, v in row.items()}  # DataFrame(...).round(3): float columns only
@@ -556,7 +607,7 @@ def static_worker_row(w: "_Worker", mode: str, batch: int, isl: int, osl: int, p
     lay = w.layout
     db = w.ctx.db
     row.update({
-        "request_rate": 0.0, "encoder_latency": 0, "encoder_memory": 0.0,
+        "request_rate": 0.0,
         "num_total_gpus": lay.tp * lay.pp * lay.dp * lay.cp, "moe_tp": lay.moe_tp, "moe_ep": lay.moe_ep,
         "cp": lay.cp, "parallel": lay.label, **w.quant_fields(), "comm": w.quants.comm,
         "backend": db.backend, "version": db.version, "system": db.system, "power_w": 0.0,
@@ -585,12 +636,16 @@ def disagg_estimate(
     osl: int,
     prefix: int,
     accepted: float = 0.0,
+    images: ImageOptions = NO_IMAGES,
 ) -> dict:
     """``run_disagg`` + ``_run_disagg_estimate``: the struct fields (ServingMiss
     on a miss or OOM). ``accepted``: the MTP draft tokens accepted per
-    iteration, projecting the decode worker's row (options.md 2.4)."""
-    pw = _Worker(ctx, prefill, "context")
-    dw = _Worker(ctx, decode, "generation")
+    iteration, projecting the decode worker's row (options.md 2.4);
+    ``images``: the image options, the same for both workers (the prefill
+    worker runs the encoder, the decode worker decodes after the image
+    tokens; options.md 4.4, 4.6)."""
+    pw = _Worker(ctx, prefill, "context", images)
+    dw = _Worker(ctx, decode, "generation", images)
     p, p_oom = _static_row(pw, "static_ctx", prefill_batch, isl, osl, prefix, PREFILL_LATENCY_CORRECTION_SCALE)
     d, d_oom = _static_row(dw, "static_gen", decode_batch, isl, osl, prefix, DECODE_LATENCY_CORRECTION_SCALE)
     d = project_decode(d, accepted)  # before the rate matching; the prefill row is never projected
@@ -639,8 +694,10 @@ def disagg_estimate(
             side + "global_bs": r["global_bs"], side + "workers": workers, side + "seq_per_s_per_worker": r["seq/s"],
             side + "memory_gib": r["memory"], **w.quant_fields(side),
         })  # fmt: skip
-    row.update({"comm": pw.quants.comm, "system": db.system, "backend": db.backend, "version": db.version,
-                "reason": None})  # fmt: skip
+    # _build_disagg_summary_dict's encoder_latency and (e)memory: the prefill row's (rounded with it)
+    row.update({"comm": pw.quants.comm, "encoder_latency_ms": p["encoder_latency"],
+                "encoder_memory_gib": p["encoder_memory"], "system": db.system, "backend": db.backend,
+                "version": db.version, "reason": None})  # fmt: skip
     # pd.DataFrame([summary], columns=ColumnsDisagg).round(3)
     return {k: numpy_round3(v) for k, v in row.items()}
 

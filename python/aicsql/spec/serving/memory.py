@@ -16,6 +16,9 @@ v0.11.0), written in the spec's order and types.
                  per layer type with the SWA window cap for GEMMA4MIX)
 ``nccl``         ``misc.nccl_mem[min(tp, 8)]`` of the system yaml
 ``others``       ``misc.other_mem`` (times ``1.0 + 0.20`` on sglang)
+``encoder``      a colocated vision encoder's parts (GiB, `aicsql.spec.serving.encoder`),
+                 times ``2**30``, added to each part last: not divided by pp, not scaled by
+                 ``nextn + 1`` nor by sglang's overheads (docs/spec/options.md 4.7)
 ``total``        ``(weights + activations + kvcache + nccl + others) / 2**30``; every part
                  is divided by ``2**30`` on its own as well.
 
@@ -69,12 +72,14 @@ def memory_usage(
     pp: int = 1,
     attention_dp: int = 1,
     nextn: int = 0,
+    encoder_memory: Optional[Dict[str, float]] = None,
 ) -> Dict[str, float]:
     """The spec's memory dict (GiB): total, weights, activations, kvcache, nccl, others.
 
     ``weights``: `StepContext.weights` of the context op list (bytes, before the `/ pp`);
     ``kv_bytes``: the KV cache quant mode's bytes per element; ``nextn``: the
-    MTP draft depth (the weights and the KV cache do not depend on it)."""
+    MTP draft depth (the weights and the KV cache do not depend on it);
+    ``encoder_memory``: the vision encoder's memory dict (GiB) or None."""
     weights = weights / pp
     h = model.heads * model.head_dim
     if num_tokens == 0:
@@ -103,6 +108,12 @@ def memory_usage(
     others_mem = _misc(system, "other_mem")
     if backend.others_overhead_frac > 0:
         others_mem *= 1.0 + backend.others_overhead_frac
+    if encoder_memory:
+        weights += float(encoder_memory["weights"]) * ONE_GIB
+        activations += float(encoder_memory["activations"]) * ONE_GIB
+        kvcache += float(encoder_memory["kvcache"]) * ONE_GIB
+        nccl_mem += float(encoder_memory["nccl"]) * ONE_GIB
+        others_mem += float(encoder_memory["others"]) * ONE_GIB
     return {
         "total": (weights + activations + kvcache + nccl_mem + others_mem) / ONE_GIB,
         "weights": weights / ONE_GIB,

@@ -51,9 +51,27 @@ _STATIC = _Fields("ttft", "tpot", "request_latency", "seq/s", "tokens/s/user",
                   ("request_rate", "seq/s", "seq/s/gpu", "tokens/s", "tokens/s/gpu"))  # fmt: skip
 
 
-def _project(row: dict, fields: _Fields, progress: float, ratio_of: Callable[[dict], float]) -> dict:
-    """Steps 1-5 of the module doc on a copy of `row`."""
-    f = round3_row(row)
+# The estimate_agg fields that are columns of the spec's summary frame (ColumnsAgg), which
+# DataFrame.round(3) rounds; the rest (the schedule's step latencies and counts) are aicsql's
+# own and keep their values, as the Rust path keeps them.
+_AGG_FRAME = frozenset(("ttft_ms", "tpot_ms", "request_latency_ms", "tokens_per_s", "tokens_per_s_per_gpu",
+                        "tokens_per_s_per_user", "seq_per_s", "seq_per_s_per_gpu", "request_rate", "memory_gib",
+                        "balance_score", "num_ctx_reqs", "num_gen_reqs", "num_tokens", "encoder_latency_ms",
+                        "encoder_memory_gib"))  # fmt: skip
+
+
+def _round_frame(row: dict, frame) -> dict:
+    """``DataFrame.round(3)`` of the frame's columns (all of them: ``frame`` None)."""
+    if frame is None:
+        return round3_row(row)
+    rounded = round3_row({k: v for k, v in row.items() if k in frame})
+    return {k: rounded.get(k, v) for k, v in row.items()}
+
+
+def _project(row: dict, fields: _Fields, progress: float, ratio_of: Callable[[dict], float], frame=None) -> dict:
+    """Steps 1-5 of the module doc on a copy of `row`; ``frame``: the keys the
+    spec's frame rounds (None: every float of the row)."""
+    f = _round_frame(row, frame)
     f[fields.tpot] = f[fields.tpot] / progress
     f[fields.request_latency] = f[fields.ttft] + f[fields.tpot] * max(f["osl"] - 1, 0)
     ratio = ratio_of(f)
@@ -61,7 +79,7 @@ def _project(row: dict, fields: _Fields, progress: float, ratio_of: Callable[[di
         if name in f:
             f[name] = f[name] * ratio
     f[fields.per_user] = f[fields.per_user] * progress
-    return round3_row(f)
+    return _round_frame(f, frame)
 
 
 def _little_cap(f: dict, progress: float) -> float:
@@ -84,8 +102,8 @@ def project_agg(row: dict, accepted: float, backend: str) -> dict:
         return row
     progress = 1.0 + accepted
     if backend.lower() == "vllm":
-        return _project(row, _AGG, progress, lambda f: _little_cap(f, progress))
-    return _project(row, _AGG, progress, lambda f: progress)
+        return _project(row, _AGG, progress, lambda f: _little_cap(f, progress), _AGG_FRAME)
+    return _project(row, _AGG, progress, lambda f: progress, _AGG_FRAME)
 
 
 def project_decode(row: dict, accepted: float) -> dict:

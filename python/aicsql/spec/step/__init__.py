@@ -13,9 +13,10 @@ fp8_static checkpoints in any of them.
 
 * `model`      -- config.json fields, the architecture -> family map;
 * `checkpoint` -- the quant modes a checkpoint implies;
-* `options`    -- the spec's quant overrides (``options`` of the Python API, docs/spec/options.md 1);
+* `options`    -- the spec's user-facing options (``options`` of the Python API, docs/spec/options.md);
 * `ops`, `mla_ops`, `composite` -- the ops and each op's query;
 * `families`   -- the op lists per family;
+* `vision`     -- Qwen3-VL's vision encoder: image token counts and its op list (docs/spec/options.md 4);
 * `engine`     -- FMHA guards, step assembly, sampling and summation order (3.2, 9);
 * `api`        -- `engine_step`, `step_latency`, `step_latency_batch`, `engine_step_table`.
 """

@@ -452,6 +452,12 @@ class StepContext:
         except PerfMiss as miss:
             raise StepMiss(op.name, miss) from None
 
+    def evaluate(self, op: Op, call: Call) -> OpValue:
+        """One op against this context's tables outside a phase (the serving
+        estimates' vision encoder, whose ops each take their own token
+        count); StepMiss on a miss."""
+        return self._evaluate(op, call)
+
     def layout(self, phase: str, tp: int, moe_tp=None, moe_ep=None, dp: int = 1, pp: int = 1, cp: int = 1
                ) -> Tuple[Parallel, PhaseQuants, List[Op]]:  # fmt: skip
         """The validated parallel layout, quant modes and op list of `phase`

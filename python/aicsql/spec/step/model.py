@@ -25,7 +25,10 @@ pattern read with 1 = global); QWEN35 a `Qwen35Config` and GEMMA4MIX a
 per-attention-type geometry); NEMOTRONH a `NemotronHConfig` (families_nemotron
 1.1: the layer pattern, the Mamba-2 dims, the shared-expert and latent
 widths) and NEMOTRONNAS its consecutive-identical block groups
-(`NasBlockGroup`, families_nemotron 2.1); Qwen3 / MiniMax-M2 text models get q/k-norm,
+(`NasBlockGroup`, families_nemotron 2.1); QWEN3VL / QWEN3VL_MOE a `VisionConfig`
+from the top-level ``vision_config`` (families_hybrid 2 item 1: the vision
+encoder the serving estimates price for images, docs/spec/options.md 4);
+Qwen3 / MiniMax-M2 text models get q/k-norm,
 nothing else does (Qwen3-VL and Llama-4 included, although their checkpoints
 have it).
 """
@@ -65,6 +68,7 @@ __all__ = [
     "NasBlockGroup",
     "NemotronHConfig",
     "Qwen35Config",
+    "VisionConfig",
     "check_family",
     "infer_quant",
     "load_model",
@@ -263,6 +267,39 @@ class DSAConfig(NamedTuple):
     shared_experts_unquantized: bool = False
 
 
+class VisionConfig(NamedTuple):
+    """Qwen3-VL's vision encoder (the spec's ``VisionEncoderConfig``,
+    families_hybrid 2 item 1): a ViT of ``depth`` blocks, then a PatchMerger
+    projector of two GEMMs (``merged -> merged -> out_hidden_size`` with
+    ``merged = hidden_size * spatial_merge_size ** 2``), run once plus once
+    per deepstack layer. Its RoPE is a separate elementwise op (the spec's
+    ``partial_rotary_factor = 0.5`` only switches it on)."""
+
+    depth: int
+    hidden_size: int
+    num_heads: int
+    intermediate_size: int
+    patch_size: int
+    temporal_patch_size: int
+    spatial_merge_size: int
+    out_hidden_size: int
+    deepstack_visual_indexes: Tuple[int, ...] = ()
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def merged_width(self) -> int:
+        """The projector's input width: ``spatial_merge_size ** 2`` patches side by side."""
+        return self.hidden_size * self.spatial_merge_size**2
+
+    @property
+    def projector_instances(self) -> int:
+        """The main merger plus one per deepstack layer."""
+        return 1 + len(self.deepstack_visual_indexes)
+
+
 class ModelSpec(NamedTuple):
     """The parsed fields, plus where they came from."""
 
@@ -304,6 +341,8 @@ class ModelSpec(NamedTuple):
     # num_nextn_predict_layers of the (text) config, 0 when absent: what
     # nextn='auto' resolves to (docs/spec/options.md 2.2 item 1)
     nextn_layers: int = 0
+    # QWEN3VL / QWEN3VL_MOE with a vision_config: the encoder of the image path
+    vision: Optional[VisionConfig] = None
 
     @property
     def is_moe(self) -> bool:
@@ -591,11 +630,21 @@ def _dsa_config(arch: str, cfg: dict, hf_quant: Optional[dict], layers: int, pat
     )
 
 
+def _vision_config(vision: dict, path: str) -> VisionConfig:
+    """The spec's ``VisionEncoderConfig`` fields (every one required, as the
+    spec indexes them; ``deepstack_visual_indexes`` defaults to none)."""
+    if not isinstance(vision, dict):
+        raise ValueError(f"{path}: expected 'vision_config' to be a dict, got {type(vision).__name__}")
+    fields = [_int_field(vision, key, f"{path}: vision_config") for key in VisionConfig._fields[:-1]]
+    return VisionConfig(*fields, tuple(vision.get("deepstack_visual_indexes") or ()))
+
+
 def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) -> ModelSpec:
     """The fields of a config.json document (see module doc)."""
     archs = config.get("architectures") or []
     arch = archs[0] if archs else None
     cfg = config
+    vision = config.get("vision_config")  # top level, read before the text config is unwrapped
     if arch in MULTIMODAL_TEXT_CONFIG and "text_config" in config:
         text = config["text_config"]
         if not isinstance(text, dict):
@@ -659,6 +708,7 @@ def parse_model(name: str, config: dict, hf_quant: Optional[dict], path: str) ->
         dsa=_dsa_config(arch, cfg, hf_quant, int(L), path) if family == DEEPSEEKV32 else None,
         checkpoint_kv="fp8" if family == DEEPSEEKV4 else inferred_kv(config, hf_quant),
         nextn_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+        vision=_vision_config(vision, path) if family in (QWEN3VL, QWEN3VL_MOE) and vision else None,
     )
 
 

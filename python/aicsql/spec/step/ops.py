@@ -49,6 +49,7 @@ __all__ = [
     "CustomAllReduce",
     "ElementWise",
     "Embedding",
+    "EncoderAttention",
     "GEMM",
     "GDNKernel",
     "GenerationAttention",
@@ -348,6 +349,30 @@ class ContextAttention(Op):
         else:
             value, path, lookup = self._query(table, call.batch_size, call.s, call.prefix)
         return OpValue(self.count * (value + self.extras(k)), path, lookup)
+
+
+class EncoderAttention(Op):
+    """The vision encoder's self-attention (families_hybrid 3.6): every image
+    a separate sequence of ``s`` patches (``batch_size`` images), the table
+    value times the count; no extras (the encoder's RoPE is its own
+    elementwise op), weights 0. Always bfloat16."""
+
+    kind = "EncoderAttention"
+
+    def __init__(self, name, count, n: int, d: int, fmha: str = "bfloat16"):
+        super().__init__(name, count)
+        self.n, self.d = n, d
+        self.fmha = FMHA_QUANTS[fmha]
+
+    @property
+    def quant_label(self):
+        return f"fmha={self.fmha.name}"
+
+    def evaluate(self, k, call):
+        table = k.encoder_attention
+        args, kwargs = table.lookup_args(call.batch_size, call.s, self.n, self.d, self.fmha)
+        value, path = table.query(call.batch_size, call.s, self.n, self.d, self.fmha)
+        return OpValue(value * self.count, path, Lookup("encoder_attention_perf", args, kwargs))
 
 
 class GenerationAttention(Op):

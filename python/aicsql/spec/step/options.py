@@ -19,6 +19,13 @@ or, in the bridge's batch forms, as the session settings ``aic.<key>``
   ``[0, nextn]``, by the serving estimates once the depth is > 0, ignored at
   depth 0). The step functions take ``nextn`` only (`step_options`): the
   acceptance projection is the serving estimates' (options.md 2.4).
+* images for the vision-language models (options.md 4; `IMAGE_OPTIONS`):
+  ``image_height`` and ``image_width`` (integers >= 0, default 0: no image),
+  ``num_images`` (an integer >= 0 per request, default 1) and
+  ``enable_encoder_dp`` (a bool, default True: the vision encoder runs as data
+  parallel replicas over the tp ranks, False: sharded like the LLM). Only the
+  serving estimates take them (a step prices no encoder phase), and only
+  Qwen3-VL reads them: every other model ignores them, as the spec does.
 
 Everything is parsed in one place (`parse_options`; the settings through
 `settings_options`), so a bad value is refused wherever it is given. An
@@ -46,6 +53,7 @@ __all__ = [
     "QUANT_OPTIONS",
     "MEMORY_OPTIONS",
     "MTP_OPTIONS",
+    "IMAGE_OPTIONS",
     "OPTIONS",
     "SPEC_MODES",
     "QuantOverrides",
@@ -54,9 +62,12 @@ __all__ = [
     "NO_MEMORY_OPTIONS",
     "MtpOptions",
     "NO_MTP",
+    "ImageOptions",
+    "NO_IMAGES",
     "Options",
     "NO_OPTIONS",
     "draft_length",
+    "given_image_options",
     "parse_options",
     "step_options",
     "settings_options",
@@ -76,7 +87,8 @@ SPEC_MODES: Dict[str, Tuple[str, Tuple[str, ...]]] = {
 QUANT_OPTIONS: Tuple[str, ...] = tuple(SPEC_MODES)
 MEMORY_OPTIONS: Tuple[str, ...] = ("free_gpu_memory_fraction", "max_seq_len")
 MTP_OPTIONS: Tuple[str, ...] = ("nextn", "nextn_accepted")
-OPTIONS: Tuple[str, ...] = QUANT_OPTIONS + MEMORY_OPTIONS + MTP_OPTIONS
+IMAGE_OPTIONS: Tuple[str, ...] = ("image_height", "image_width", "num_images", "enable_encoder_dp")
+OPTIONS: Tuple[str, ...] = QUANT_OPTIONS + MEMORY_OPTIONS + MTP_OPTIONS + IMAGE_OPTIONS
 AUTO = "auto"
 
 
@@ -145,12 +157,28 @@ class MtpOptions(NamedTuple):
 NO_MTP = MtpOptions()
 
 
+class ImageOptions(NamedTuple):
+    """The image options of a call, defaults as ``cli_estimate``'s
+    (options.md 4.1). The spec validates none of them; aicsql refuses values
+    of the wrong type or below 0, and a height or width of 0 (or images per
+    request 0) simply means no image, as in the spec."""
+
+    height: int = 0
+    width: int = 0
+    num_images: int = 1
+    encoder_dp: bool = True
+
+
+NO_IMAGES = ImageOptions()
+
+
 class Options(NamedTuple):
     """Every option of one call, parsed (`parse_options`)."""
 
     quant: QuantOverrides = NO_OVERRIDES
     memory: MemoryOptions = NO_MEMORY_OPTIONS
     mtp: MtpOptions = NO_MTP
+    images: ImageOptions = NO_IMAGES
 
 
 NO_OPTIONS = Options()
@@ -220,12 +248,33 @@ def _accepted(value) -> Optional[float]:
     return value
 
 
+def _image_count(key: str, value) -> Optional[int]:
+    """An image size in pixels or the images per request: an integer >= 0
+    (integral floats and bools are not, as for ``max_seq_len``); None / ''
+    is not given."""
+    if _unset(value):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"option {key} = {value!r} must be an integer >= 0")
+    return value
+
+
+def _encoder_dp(value) -> Optional[bool]:
+    if _unset(value):
+        return None
+    if not isinstance(value, bool):
+        raise ValueError(f"option enable_encoder_dp = {value!r} must be a boolean (True or False)")
+    return value
+
+
 _VALUES: Dict[str, Callable] = {
     **{key: (lambda value, key=key: _quant_mode(key, value)) for key in QUANT_OPTIONS},
     "free_gpu_memory_fraction": _fraction,
     "max_seq_len": _max_seq_len,
     "nextn": draft_length,
     "nextn_accepted": _accepted,
+    **{key: (lambda value, key=key: _image_count(key, value)) for key in IMAGE_OPTIONS[:3]},
+    "enable_encoder_dp": _encoder_dp,
 }
 
 
@@ -248,22 +297,68 @@ def parse_options(options) -> Options:
             raise ValueError(f"unknown option {key!r}; valid options: {', '.join(OPTIONS)}")
         values[key] = parse(value)
     quant = {SPEC_MODES[key][0]: values[key] for key in QUANT_OPTIONS if values.get(key) is not None}
+    images = {field: values[key] for key, field in zip(IMAGE_OPTIONS, ImageOptions._fields)
+              if values.get(key) is not None}  # fmt: skip
     return Options(
         QuantOverrides(**quant),
         MemoryOptions(values.get("free_gpu_memory_fraction"), values.get("max_seq_len")),
         MtpOptions(values.get("nextn", 0), values.get("nextn_accepted")),
+        ImageOptions(**images) if images else NO_IMAGES,
     )
+
+
+def options_over(base: Options, given: Dict[str, object]) -> Options:
+    """The options of one row of a SQL call: ``given`` (the row's options
+    STRUCT as a dict; a None field is unset) over ``base`` (the session's),
+    field by field, as the Rust functions merge them. ValueError as
+    `parse_options` for an unknown key or a malformed value."""
+    given = {k: v for k, v in given.items() if v is not None}
+    if not given:
+        return base
+    # A SQL text column holds MTP's depth as text ('2', 'auto'), as a setting does.
+    depth_text = given.get("nextn") if isinstance(given.get("nextn"), str) else None
+    row = parse_options({k: v for k, v in given.items() if not (k == "nextn" and depth_text is not None)})
+    if depth_text is not None:
+        row = row._replace(mtp=row.mtp._replace(nextn=settings_options({"nextn": depth_text}).mtp.nextn))
+    quant = base.quant._replace(**{SPEC_MODES[k][0]: getattr(row.quant, SPEC_MODES[k][0])
+                                   for k in QUANT_OPTIONS if k in given})  # fmt: skip
+    memory = base.memory._replace(**{k: getattr(row.memory, k) for k in MEMORY_OPTIONS if k in given})
+    mtp_fields = dict(zip(MTP_OPTIONS, MtpOptions._fields))
+    mtp = base.mtp._replace(**{mtp_fields[k]: getattr(row.mtp, mtp_fields[k]) for k in MTP_OPTIONS if k in given})
+    images = base.images._replace(**{field: getattr(row.images, field)
+                                     for key, field in zip(IMAGE_OPTIONS, ImageOptions._fields) if key in given})  # fmt: skip
+    return Options(quant, memory, mtp, images)
+
+
+def given_image_options(options) -> Tuple[str, ...]:
+    """The image option keys an ``options`` argument sets (a dict's keys
+    with a value; an `Options`' fields that differ from the defaults): what
+    the callers that price no encoder refuse."""
+    if isinstance(options, dict):
+        return tuple(key for key in IMAGE_OPTIONS if not _unset(options.get(key)))
+    if isinstance(options, Options):
+        return tuple(key for key, field in zip(IMAGE_OPTIONS, ImageOptions._fields)
+                     if getattr(options.images, field) != getattr(NO_IMAGES, field))  # fmt: skip
+    return ()
 
 
 def step_options(options) -> Options:
     """`parse_options` for the step functions, which price one step and take
     ``nextn`` alone: a given ``nextn_accepted`` is refused (the projection
-    over accepted tokens is the serving estimates', options.md 2.4)."""
+    over accepted tokens is the serving estimates', options.md 2.4), and so
+    is a given image option (the encoder phase is the serving estimates')."""
     parsed = parse_options(options)
     if parsed.mtp.accepted is not None:
         raise ValueError(
             "option nextn_accepted is not taken by the step functions: they price one step at the draft depth "
             "nextn; the acceptance projection is the serving estimates' (estimate_agg, estimate_disagg)"
+        )
+    images = given_image_options(options)
+    if images:
+        named = f"options {', '.join(images)} are" if len(images) > 1 else f"option {images[0]} is"
+        raise ValueError(
+            f"{named} not taken by the step functions: a step prices the text tokens it is given; the vision "
+            "encoder and the image tokens are the serving estimates' (estimate_agg, estimate_disagg, estimate_memory)"
         )
     return parsed
 
@@ -293,6 +388,15 @@ def _int_text(key: str, text: str) -> int:
         raise ValueError(f"setting {key} = {text!r} is not an integer") from None
 
 
+def _bool_text(key: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"setting {key} = {text!r} is not a boolean ('true' or 'false')")
+
+
 def _nextn_text(key: str, text: str) -> Union[int, float, str]:
     """'auto' (any case, as the spec's CLI reads it), an integer, or a number
     the depth rule then refuses with the spec's text (``1.5``)."""
@@ -316,14 +420,20 @@ _FROM_TEXT: Dict[str, Callable[[str, str], object]] = {
     "max_seq_len": _int_text,
     "nextn": _nextn_text,
     "nextn_accepted": _float_text,
+    "image_height": _int_text,
+    "image_width": _int_text,
+    "num_images": _int_text,
+    "enable_encoder_dp": _bool_text,
 }
 
 
 def settings_options(settings: Dict[str, object]) -> Options:
     """`Options` of session settings (keys without ``aic.``; values strings,
     '' = unset): the quant settings are mode names, the fraction and
-    ``nextn_accepted`` numbers, ``max_seq_len`` an integer, ``nextn`` an
-    integer or 'auto'. Keys that are not options are left alone."""
+    ``nextn_accepted`` numbers, ``max_seq_len``, ``image_height``,
+    ``image_width`` and ``num_images`` integers, ``nextn`` an integer or
+    'auto', ``enable_encoder_dp`` a boolean ('true' / 'false'). Keys that
+    are not options are left alone."""
     values = {}
     for key in OPTIONS:
         value = settings.get(key)
