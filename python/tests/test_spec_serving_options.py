@@ -750,7 +750,7 @@ def test_projection():
     got = project_agg(row, 1.0, "sglang")
     assert got["tpot_ms"] == 5.0 and got["ttft_ms"] == 100.0 and got["request_latency_ms"] == 100.0 + 5.0 * 127
     assert (got["seq_per_s"], got["tokens_per_s"], got["tokens_per_s_per_user"]) == (10.0, 1270.0, 200.0)
-    assert got["mix_step_ms"] == 1.235 and got["bs"] == 8 and got["warning"] is None
+    assert got["mix_step_ms"] == 1.23456 and got["bs"] == 8 and got["warning"] is None
     # vllm: 8 requests in flight over 0.735 s allow 10.884 seq/s, more than 2 * 5: the progress caps
     assert project_agg(row, 1.0, "vllm")["seq_per_s"] == 10.0
     # ... and with 4 in flight, Little's law does: 4 * 1000 / 735 / 5 of the rate

@@ -99,8 +99,9 @@ def test_settings_are_checked_where_they_are_read(ctx):
         ctx.sql(f"SELECT gemm_latency('{SEED_DB}', 'fp8_block', 1, 1280, 5120)").collect()
     listed = rows(ctx, "SELECT name FROM information_schema.df_settings WHERE name LIKE 'aic.%' ORDER BY name")
     assert [r["name"] for r in listed] == [
-        "aic.backend", "aic.comm_quant", "aic.fmha_quant", "aic.free_gpu_memory_fraction", "aic.gemm_quant",
-        "aic.kvcache_quant", "aic.max_seq_len", "aic.moe_quant", "aic.nextn", "aic.nextn_accepted", "aic.on_miss",
+        "aic.backend", "aic.comm_quant", "aic.enable_chunked_prefill", "aic.enable_encoder_dp", "aic.fmha_quant",
+        "aic.free_gpu_memory_fraction", "aic.gemm_quant", "aic.image_height", "aic.image_width", "aic.kvcache_quant",
+        "aic.max_seq_len", "aic.moe_quant", "aic.nextn", "aic.nextn_accepted", "aic.num_images", "aic.on_miss",
         "aic.shared_layer", "aic.strict_sla", "aic.top_n", "aic.version"]
 
 

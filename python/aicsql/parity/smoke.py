@@ -35,8 +35,8 @@ CI = (
     # upstream drift report, entry 2 (this very entry): every GEMM of tp 4 is a site transfer, the proj
     # GEMM with a distance tie at its 4th neighbour (docs/spec/families_hybrid_vl_databases.md 1.8)
     "meta-llama/Llama-4-Scout-17B-16E-Instruct|gb200|vllm|0.24.0|disagg",
-    # session 13's drift, found by this scan: the agg walk's balance-equivalent skip must span every batch
-    # size of a layout (the spec's capped_b, sweep.py:294); Rust reset it per batch size and kept extra
+    # a drift found by this scan (fixed in 6b151ec): the agg walk's balance-equivalent skip must span every
+    # batch size of a layout (the spec's capped_b, sweep.py:294); Rust reset it per batch size and kept extra
     # (320..512, ctx 256) points. Kind A, the extra points pushed others out of the top 10 (sglang cp):
     "meta-llama/Meta-Llama-3.1-8B|rtx_pro_6000_server|sglang|0.5.14|agg",
     # kind B, the extra points turned a seq/s tie at the top-10 cut (ctx 2048 vs 5632 at 71.232):
@@ -46,14 +46,14 @@ CI = (
     "Qwen/Qwen3.5-27B|h200_sxm|sglang|0.5.14|agg",
     "nvidia/GLM-5.2-NVFP4|b200_sxm|trtllm|1.3.0rc20|agg",
     "google/gemma-4-26B-A4B|h200_sxm|sglang|0.5.14|disagg",
-    # session 18's drift, found by this scan: a DeepSeek-V4 decode worker is labelled with the FMHA mode its
-    # checkpoint's quant fields imply (fp8; the spec's task infers it without the architecture), not the
-    # bfloat16 the family prices; Rust labelled it bfloat16 (every DeepSeek-V4 disagg entry)
+    # a drift found by this scan (fixed in 53256cd): a DeepSeek-V4 decode worker is labelled with the FMHA
+    # mode its checkpoint's quant fields imply (fp8; the spec's task infers it without the architecture), not
+    # the bfloat16 the family prices; Rust labelled it bfloat16 (every DeepSeek-V4 disagg entry)
     "deepseek-ai/DeepSeek-V4-Pro|b200_sxm|trtllm|1.3.0rc23|disagg",
-    # session 19's drifts, found by this scan: context parallelism on sglang 0.5.14, which Rust refused for
-    # the two sparse-attention families while the spec prices it through their sub-kernel tables. GLM-5.2's
-    # DSA layer (glm5_* mqa / top-k swaps, the all-gathers, each of the full and skip layers scaled before
-    # the mix) in its cp prefill workers:
+    # drifts found by this scan (fixed in 76f9b42 and f435cd2): context parallelism on sglang 0.5.14, which
+    # Rust refused for the two sparse-attention families while the spec prices it through their sub-kernel
+    # tables. GLM-5.2's DSA layer (glm5_* mqa / top-k swaps, the all-gathers, each of the full and skip layers
+    # scaled before the mix) in its cp prefill workers:
     "zai-org/GLM-5.2|gb200|sglang|0.5.14|disagg",
     # DeepSeek-V4's CSA / HCA modules (paged-MQA-logits chunks, v1_top_last) in its cp prefill workers:
     "deepseek-ai/DeepSeek-V4-Pro|gb200|sglang|0.5.14|disagg",
