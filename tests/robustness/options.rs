@@ -101,8 +101,9 @@ fn value(rng: &mut Rng, field: &str) -> Value {
                 text(name, accepts(field, name))
             }
             6 | 7 => {
+                // '' leaves the mode unset (the spec reads an empty name as none given).
                 let name = *rng.pick(&BAD_QUANTS);
-                text(name, false)
+                text(name, name.is_empty())
             }
             8 => raw("CAST(NULL AS VARCHAR)", true),
             _ => raw("5", false),

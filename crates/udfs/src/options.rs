@@ -86,8 +86,9 @@ pub(crate) const OPTIONS_DOC: &str = "Optional, last: a STRUCT of the spec's opt
      request, default 1) and enable_encoder_dp (default true: each GPU encodes its share of the images with the \
      whole encoder; false shards the encoder over tp): the encoder runs before each prefill and every image \
      adds its merged tokens to the sequence; other models ignore images, as the spec does. A NULL or absent \
-     field takes the session's SET aic.<field> (default: the spec's). An unknown field, mode name or \
-     out-of-range value is an error; a mode the database has no data for is a miss.";
+     field takes the session's SET aic.<field> (default: the spec's); so does an empty mode name, as the spec \
+     reads one. An unknown field, mode name or out-of-range value is an error; a mode the database has no data \
+     for is a miss.";
 
 fn is_text(t: &DataType) -> bool {
     matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null)
@@ -273,7 +274,8 @@ impl Options {
         let function = self.function;
         for (name, column) in columns {
             match column {
-                Column::Quant(values) if !values.is_null(row) => {
+                // An empty name leaves the mode unset, as the spec's `X[name] if name else None`.
+                Column::Quant(values) if !values.is_null(row) && !values.value(row).is_empty() => {
                     let value = values.value(row);
                     let bad = |e: TablesError| {
                         DataFusionError::Execution(format!("{function}: option {name} = '{value}': {e}"))
