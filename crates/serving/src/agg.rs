@@ -261,7 +261,7 @@ impl Server<'_> {
             mix_step_ms,
             genonly_step_ms,
             encoder_ms,
-            encoder_memory_gib: encoder_memory.map_or(0.0, |(w, a)| (w + a) / crate::memory::GIB),
+            encoder_memory_gib: Server::encoder_gib(encoder_memory),
             warning,
         };
         Ok((estimate, fits))

@@ -178,7 +178,7 @@ impl Server<'_> {
         let (mut worker, seq_per_s_per_gpu, fits) =
             self.worker(Phase::Context, &shape, *parallel, workers, ttft, at)?;
         worker.encoder_ms = r3(encoder_ms);
-        worker.encoder_memory_gib = r3(encoder.map_or(0.0, |(w, a)| (w + a) / crate::memory::GIB));
+        worker.encoder_memory_gib = r3(Server::encoder_gib(encoder));
         Ok(StaticRow {
             ttft: r3(ttft),
             tpot: 0.0,

@@ -82,8 +82,11 @@ impl Server<'_> {
     /// an encoder is checked on every call, images or not: the spec builds
     /// the encoder with the model and refuses a tp it cannot shard.
     pub(crate) fn encoder_ms(&mut self, tp: u32, batch: u32, correction: f64) -> Result<f64, ServingError> {
-        self.step.check_encoder(tp, self.images.encoder_dp)?;
-        let Some(tokens) = self.image_tokens else { return Ok(0.0) };
+        let Some(tokens) = self.image_tokens else {
+            self.step.check_encoder(tp, self.images.encoder_dp)?;
+            return Ok(0.0);
+        };
+        // Builds (and so checks) the worker's encoder list itself.
         let run = self.encoder_run(tp, batch, tokens, correction);
         Ok(self.step.encoder_latency(&run)?)
     }
@@ -105,6 +108,12 @@ impl Server<'_> {
             activations = (bytes as f64).max(MIN_ENCODER_ACTIVATION_BYTES);
         }
         Ok(Some((weights, activations)))
+    }
+
+    /// The total of [`Server::encoder_memory`]'s answer in GiB (the spec's
+    /// `encoder_memory`), 0.0 without images.
+    pub(crate) fn encoder_gib(memory: Option<(f64, f64)>) -> f64 {
+        memory.map_or(0.0, |(weights, activations)| (weights + activations) / crate::memory::GIB)
     }
 
     fn encoder_run(&self, tp: u32, batch: u32, tokens: ImageTokens, correction: f64) -> EncoderRun {
