@@ -195,6 +195,15 @@ def points():
     add(DISAGG_MOE_TRTLLM, moe_quant_mode="fp8_block", decode_moe_tp_size=4, decode_moe_ep_size=1)  # 768/4 % 128
     add(AGG_DENSE_TRTLLM, batch_size=128, free_gpu_memory_fraction=0.02)   # KV over budget: a warning
     add(AGG_MOE_EP_TRTLLM, batch_size=256, isl=8192, free_gpu_memory_fraction=0.05, max_seq_len=65536)
+
+    # -- the enums' rarer members (appended, so the ids above stay) -------------
+    add(AGG_DENSE_TRTLLM, gemm_quant_mode="fp8_ootb")        # no table of its own: SOL-derived
+    add(AGG_DENSE_BF16_VLLM, gemm_quant_mode="fp8_ootb")
+    add(DISAGG_DENSE_SGLANG, gemm_quant_mode="fp8_ootb")
+    add(AGG_DENSE_SGLANG, fmha_quant_mode="fp8_block")       # sglang wide-EP's name
+    add(AGG_MLA_SGLANG, fmha_quant_mode="fp8_block")
+    add(AGG_DENSE_TRTLLM, fmha_quant_mode="fp8_block")
+    add(DISAGG_DENSE_VLLM, fmha_quant_mode="fp8_block")
     return out
 
 

@@ -105,7 +105,17 @@ FRAMES = ("candidates", "pareto_fronts", "best_configs")
 DROPPED = ("_per_ops_source",)
 ARG_KEYS = ("model", "gpus", "system", "backend", "version", "isl", "osl", "prefix", "ttft", "tpot", "top_n")
 # Options a case may set (in args only when set, so the other cases' meta.json stay as they are).
-OPTION_KEYS = ("nextn", "nextn_accepted", "max_seq_len", "free_gpu_memory_fraction", "enable_chunked_prefill")
+OPTION_KEYS = (
+    "nextn",
+    "nextn_accepted",
+    "max_seq_len",
+    "free_gpu_memory_fraction",
+    "enable_chunked_prefill",
+    "image_height",
+    "image_width",
+    "num_images",
+    "enable_encoder_dp",
+)
 # Options of the CLI that cli_default() does not take (set by wrapping what it calls, see run_case).
 CLI_ONLY_KEYS = ("enable_chunked_prefill",)
 
@@ -227,7 +237,7 @@ def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple
             ttft=args["ttft"],
             tpot=args["tpot"],
             top_n=args["top_n"],
-            # MTP and TRT-LLM's KV knobs (docs/spec/options.md 2.5, 3.2): only when the case sets them.
+            # MTP, TRT-LLM's KV knobs and images (docs/spec/options.md 2.5, 3.2, 4): only when the case sets them.
             **{k: args[k] for k in OPTION_KEYS if args.get(k) is not None and k not in CLI_ONLY_KEYS},
         )
     except Exception as e:  # the spec's refusal is recorded
@@ -341,6 +351,11 @@ def main(argv=None) -> int:
     ap.add_argument("--enable-chunked-prefill", dest="enable_chunked_prefill", action="store_true", default=None,
                     help="the CLI's --enable-chunked-prefill (cli_default() has no such argument); "
                          "written to args only if given")
+    ap.add_argument("--image-height", dest="image_height", type=int, help="image height in pixels (vision models)")
+    ap.add_argument("--image-width", dest="image_width", type=int, help="image width in pixels (vision models)")
+    ap.add_argument("--num-images", dest="num_images", type=int, help="images per request (vision models)")
+    ap.add_argument("--disable-encoder-dp", dest="enable_encoder_dp", action="store_false", default=None,
+                    help="the CLI's --disable-encoder-dp: the TP-sharded vision encoder; written to args only if given")
     ap.add_argument("--note", help="a 'note' field for meta.json (why the case exists, how it was made)")
     ap.add_argument("--compare", help="a case directory the written files must equal")
     ap.add_argument("--object-floats-as-text", action="store_true",

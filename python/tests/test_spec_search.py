@@ -81,7 +81,8 @@ for _p, _side in (("(p)", "prefill_"), ("(d)", "decode_")):
 
 
 #: The options of a case's meta.json args that the estimates (and run_search's ``options``) take.
-ESTIMATE_OPTION_KEYS = ("nextn", "nextn_accepted", "max_seq_len", "free_gpu_memory_fraction")
+ESTIMATE_OPTION_KEYS = ("nextn", "nextn_accepted", "max_seq_len", "free_gpu_memory_fraction",
+                        "image_height", "image_width", "num_images", "enable_encoder_dp")
 
 def _meta(case: str) -> dict:
     return json.loads((SEARCH / case / "meta.json").read_text())["args"]
@@ -89,7 +90,8 @@ def _meta(case: str) -> dict:
 
 def _options(case: str):
     """The case's estimate options (meta.json args: MTP's ``nextn`` / ``nextn_accepted``,
-    TRT-LLM's ``max_seq_len`` / ``free_gpu_memory_fraction``), None without any."""
+    TRT-LLM's ``max_seq_len`` / ``free_gpu_memory_fraction``, the image options), None
+    without any."""
     args = _meta(case)
     options = {k: args[k] for k in ESTIMATE_OPTION_KEYS if args.get(k) is not None}
     return options or None
@@ -157,7 +159,8 @@ def test_the_search_goldens_are_present():
     assert CASES == ["llama31_8b_h200_trtllm_2gpu_chunked", "llama31_8b_h200_trtllm_2gpu_kv",
                      "llama31_8b_h200_vllm_4gpu", "llama31_8b_rtxpro6000_sglang_2gpu_mtp",
                      "llama31_8b_rtxpro6000_sglang_4gpu", "qwen3_30b_a3b_gb200_sglang_8gpu",
-                     "qwen3_32b_fp8_h200_vllm_8gpu"]
+                     "qwen3_32b_fp8_h200_vllm_8gpu", "qwen3vl_8b_h200_trtllm_2gpu_images_tp_encoder",
+                     "qwen3vl_8b_h200_vllm_2gpu_images"]
 
 
 @needs_data
@@ -174,7 +177,7 @@ def test_search_candidates_reprice_equal(case, mode):
     assert priced == Counter(EXPECTED[(case, mode)])
 
 
-# The candidate counts per (dp, cp): every row of the frames (4,388; 3,469 at
+# The candidate counts per (dp, cp): every row of the frames (5,616; 4,600 at
 # cp = 1), counted in the spec's frames.
 EXPECTED = {
     ("llama31_8b_h200_trtllm_2gpu_chunked", "agg"): {(1, 1): 304},
@@ -192,6 +195,10 @@ EXPECTED = {
     ("qwen3_30b_a3b_gb200_sglang_8gpu", "disagg"): {(1, 1): 35, (2, 2): 4, (2, 4): 18, (4, 4): 50},
     ("qwen3_32b_fp8_h200_vllm_8gpu", "agg"): {(1, 1): 351},
     ("qwen3_32b_fp8_h200_vllm_8gpu", "disagg"): {(1, 1): 21},
+    ("qwen3vl_8b_h200_trtllm_2gpu_images_tp_encoder", "agg"): {(1, 1): 224},
+    ("qwen3vl_8b_h200_trtllm_2gpu_images_tp_encoder", "disagg"): {(1, 1): 19},
+    ("qwen3vl_8b_h200_vllm_2gpu_images", "agg"): {(1, 1): 262},
+    ("qwen3vl_8b_h200_vllm_2gpu_images", "disagg"): {(1, 1): 16},
 }  # fmt: skip
 
 
@@ -202,8 +209,8 @@ def test_search_candidate_counts():
         for mode in ("agg", "disagg"):
             counts[(case, mode)] = dict(sorted(Counter(_layout(r, mode) for r in _rows(case, mode)).items()))
     assert counts == EXPECTED
-    assert sum(sum(c.values()) for c in counts.values()) == 5095
-    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 4079
+    assert sum(sum(c.values()) for c in counts.values()) == 5616
+    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 4600
     assert sum(n for c in counts.values() for (dp, cp), n in c.items() if dp > 1 and cp == 1) == 1487
     # cp > 1: 938 agg candidates (608 Qwen3-30B-A3B, 233 + 97 Llama rtx_pro_6000_server) and
     # 78 disagg deployments with a cp prefill worker (72 + 6)

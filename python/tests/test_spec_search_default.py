@@ -63,7 +63,8 @@ CLUSTER = "tokens/s/gpu_cluster"
 
 
 #: The options of a case's meta.json args that the estimates (and run_search's ``options``) take.
-ESTIMATE_OPTION_KEYS = ("nextn", "nextn_accepted", "max_seq_len", "free_gpu_memory_fraction")
+ESTIMATE_OPTION_KEYS = ("nextn", "nextn_accepted", "max_seq_len", "free_gpu_memory_fraction",
+                        "image_height", "image_width", "num_images", "enable_encoder_dp")
 
 def _meta(case: str) -> dict:
     return json.loads((SEARCH / case / "meta.json").read_text())
@@ -77,7 +78,8 @@ def _args(case: str) -> tuple:
 
 def _options(case: str):
     """The case's ``cli_default`` options (meta.json args: MTP's ``nextn`` /
-    ``nextn_accepted``, TRT-LLM's ``max_seq_len`` / ``free_gpu_memory_fraction``), None without any."""
+    ``nextn_accepted``, TRT-LLM's ``max_seq_len`` / ``free_gpu_memory_fraction``, the image
+    options), None without any."""
     args = _meta(case)["args"]
     options = {k: args[k] for k in ESTIMATE_OPTION_KEYS if args.get(k) is not None}
     return options or None
@@ -199,7 +201,8 @@ def test_search_default_table(case):
 AGG_SQL = {
     "ttft_ms": "ttft", "tpot_ms": "tpot", "request_latency_ms": "request_latency", "seq_per_s": "seq/s",
     "seq_per_s_per_gpu": "seq/s/gpu", "tokens_per_s": "tokens/s", "tokens_per_s_per_gpu": "tokens/s/gpu",
-    "tokens_per_s_per_user": "tokens/s/user", "memory_gib": "memory",
+    "tokens_per_s_per_user": "tokens/s/user", "memory_gib": "memory", "encoder_latency_ms": "encoder_latency",
+    "encoder_memory_gib": "encoder_memory",
 }  # fmt: skip
 
 
@@ -210,8 +213,8 @@ def _spec_column(name: str, mode: str) -> str:
         if name.startswith(side):
             rest = name[len(side):]
             return tag + {"seq_per_s_per_worker": "seq/s/worker", "memory_gib": "memory"}.get(rest, rest)
-    return {"comm": "(p)comm", "system": "(p)system", "backend": "(p)backend", "version": "(p)version"}.get(
-        name, AGG_SQL.get(name, name))
+    return {"comm": "(p)comm", "system": "(p)system", "backend": "(p)backend", "version": "(p)version",
+            "encoder_memory_gib": "(e)memory"}.get(name, AGG_SQL.get(name, name))
 
 
 def _identity(row: dict, mode: str) -> tuple:

@@ -1,6 +1,6 @@
 """The spec's quantisation overrides, memory knobs, MTP speculative decoding
 and images on the Python path (docs/spec/options.md 1 - 4) against
-``serving_options_goldens.parquet`` (92 points of aiconfigurator v0.11.0's
+``serving_options_goldens.parquet`` (99 points of aiconfigurator v0.11.0's
 ``cli_estimate`` with its user-facing options turned), pure Python.
 
 * Every point's arguments -- quant options (``gemm_quant_mode``,
@@ -22,7 +22,9 @@ and images on the Python path (docs/spec/options.md 1 - 4) against
 * `NOT_YET` (options this path does not price, a point counted by the first
   it turns) is empty since images are priced.
 
-The split: 92 points = 72 values + 20 errors. 26 points turn ``nextn`` /
+The split: 99 points = 72 values + 27 errors (7 of them the enums' rarer
+names, gemm ``fp8_ootb`` and fmha ``fp8_block``: valid, and every lookup
+keyed on them misses). 26 points turn ``nextn`` /
 ``nextn_accepted`` (21 values: 17 agg, 4 disagg; 5 errors, the spec's nextn
 texts); 9 turn images (7 agg, 2 disagg, no error): Qwen3-VL-8B with 448 x
 448 to 1024 x 768 images, 1 to 4 per request, encoder data parallel or
@@ -132,11 +134,11 @@ def _split():
 @needs_data
 def test_options_goldens_are_split_as_expected():
     priced, not_yet = _split()
-    assert len(_points()) == 92
+    assert len(_points()) == 99
     assert not_yet == EXPECTED_NOT_YET, not_yet
-    assert len(priced) == 92  # every point (module doc)
+    assert len(priced) == 99  # every point (module doc)
     assert sum(p["error"] is None for p, _ in priced) == 72
-    assert sum(p["error"] is not None for p, _ in priced) == 20
+    assert sum(p["error"] is not None for p, _ in priced) == 27
     mtp = [(p, o) for p, o in priced if set(o) & set(MTP_ARGS.values())]
     assert len(mtp) == 26 and sum(p["error"] is not None for p, _ in mtp) == 5
     assert sorted(p["mode"] for p, _ in mtp if p["error"] is None) == ["agg"] * 17 + ["disagg"] * 4
@@ -208,7 +210,8 @@ def _same_miss(spec_message: str, reason: str) -> bool:
     if spec_message in reason:
         return True
     what, values = _lookup_values(spec_message)
-    table = {"context attention": "context_attention_perf", "moe": "moe_perf", "gemm": "gemm_perf"}[what]
+    table = {"context attention": "context_attention_perf", "context mla": "context_mla_perf", "moe": "moe_perf",
+             "gemm": "gemm_perf"}[what]
     return f"perf data not available in {table}" in reason and all(
         re.search(rf"(?<![\w.]){re.escape(v)}(?![\w.])", reason) for v in values
     )
@@ -253,8 +256,9 @@ def test_options_error_goldens_fail_alike():
     print("\noptions error goldens:", *outcomes, sep="\n  ")
     kinds = sorted(k for _, k, _ in outcomes)
     # RuntimeError: one quant point's OOM and two points' OOM from max_seq_len (59, 91);
-    # ValueError: 4 refused deployments and the 5 malformed nextn arguments (82 - 86)
-    expected = ["KeyError"] * 3 + ["PerfDataNotAvailableError"] * 5 + ["RuntimeError"] * 3 + ["ValueError"] * 9
+    # ValueError: 4 refused deployments and the 5 malformed nextn arguments (82 - 86);
+    # PerfDataNotAvailableError: 5 overrides without a table and the 7 rarer enum names (92 - 98)
+    expected = ["KeyError"] * 3 + ["PerfDataNotAvailableError"] * 12 + ["RuntimeError"] * 3 + ["ValueError"] * 9
     assert kinds == expected, kinds
     # raised (malformed input): the three unknown mode names and the five nextn arguments
     assert sorted(pid for pid, _, how in outcomes if how == "raised") == [79, 80, 81, 82, 83, 84, 85, 86]
@@ -838,7 +842,8 @@ def test_searches_check_the_mtp_options_first():
                           ({"nextn": 1, "nextn_accepted": 1.5}, r"^nextn_accepted \(1\.5\) must be within"),
                           ({"nextn": 1, "nextn_accepted": 0.5, "kvcache_quant": "fp8"},
                            r"^the searches take the options nextn, nextn_accepted, max_seq_len, "
-                           r"free_gpu_memory_fraction only, not kvcache_quant$"),
+                           r"free_gpu_memory_fraction, image_height, image_width, num_images, enable_encoder_dp only, "
+                           r"not kvcache_quant$"),
                           ({"max_seq_len": 0}, r"^option max_seq_len = 0 must be a positive integer$"),
                           ({"free_gpu_memory_fraction": 1.5}, r"^option free_gpu_memory_fraction = 1.5 must be"),
                           ({"nextn": 1, "nextn_top": 1}, r"^unknown option 'nextn_top'")):  # fmt: skip
@@ -1107,11 +1112,12 @@ def test_batch_forms_read_the_images_from_the_settings():
 
 
 @needs_data
-def test_step_functions_and_searches_refuse_images():
+def test_step_functions_refuse_images_and_searches_check_them():
     """A step prices the tokens it is given (no encoder phase): the step
-    functions refuse the image options, as they refuse nextn_accepted; the
-    searches take MTP and the KV knobs only and refuse them too, the plain
-    forms in ``options``, the table forms as settings."""
+    functions refuse the image options, as they refuse nextn_accepted. The
+    searches take them as ``cli_default`` does (options.md 4.9; their
+    numbers: the image search goldens), checked as the estimates check them:
+    the plain forms in ``options``, the table forms as settings."""
     from aicsql.spec.search import run_search, search_agg_table, search_default_table, search_disagg_table
 
     for options in ({"image_height": 448}, {"num_images": 1}, {"enable_encoder_dp": False}):
@@ -1126,22 +1132,21 @@ def test_step_functions_and_searches_refuse_images():
     search = (VL, "no_such_system/sglang/0.5.14", 4, 1024, 128, 0, 2000.0, 30.0)
     for options in (IMAGE, {"num_images": 2}, {"enable_encoder_dp": False}, {"nextn": 1, "nextn_accepted": 0.5,
                                                                               "image_width": 448}):  # fmt: skip
-        with pytest.raises(ValueError, match=r"^the searches do not price images yet: they take the options nextn, "
-                                             r"nextn_accepted, max_seq_len, free_gpu_memory_fraction only, not "
-                                             r"(image_height|image_width|num_images|enable_encoder_dp)"):  # fmt: skip
+        # well-formed images pass the option checks: the search goes on to the database
+        with pytest.raises(ValueError, match=r"^unknown system 'no_such_system'"):
             run_search(*search, options=options)
     with pytest.raises(ValueError, match=r"^option image_height = -1 must be an integer >= 0$"):
         run_search(*search, options={"image_height": -1})
     args = [None, VL_SGLANG, 8, 1024, 128, 0, 2000.0, 30.0]
+    defaults = {"aic.image_height": "0", "aic.image_width": "0", "aic.num_images": "1", "aic.enable_encoder_dp": "true"}
     for table in (search_agg_table, search_disagg_table, search_default_table):
-        assert table({"aic.image_height": "", "aic.num_images": ""}, *args).num_rows == 0  # unset: no refusal
-        # the defaults, as the Rust bridge passes every setting: no refusal either
-        defaults = {"aic.image_height": "0", "aic.image_width": "0", "aic.num_images": "1", "aic.enable_encoder_dp": "true"}
-        assert table(defaults, *args).num_rows == 0
-        for settings in ({"aic.image_height": "448", "aic.image_width": "448"}, {"aic.enable_encoder_dp": "false"},
+        # a NULL model: no rows, whatever the (well-formed) images
+        for settings in ({"aic.image_height": "", "aic.num_images": ""}, defaults,
+                         {"aic.image_height": "448", "aic.image_width": "448"}, {"aic.enable_encoder_dp": "false"},
                          {"aic.num_images": "2"}):  # fmt: skip
-            with pytest.raises(ValueError, match=r"^the searches do not price images yet; unset aic\."):
-                table(settings, *args)
+            assert table(settings, *args).num_rows == 0
+        with pytest.raises(ValueError, match=r"^setting num_images = 'two' is not an integer$"):
+            table({"aic.num_images": "two"}, *args)
 
 
 @needs_data
@@ -1149,7 +1154,7 @@ def test_the_options_parity_scan_has_no_drift():
     """``python -m aicsql.parity --scan serving-options``: every well-formed
     point of the options goldens, its options as the STRUCT both SQL
     functions take per row, priced alike on both paths, field by field: the
-    72 the spec prices STRICT_PASS, the 12 deployments it refuses a reason on
+    72 the spec prices STRICT_PASS, the 19 deployments it refuses a reason on
     both sides (MISS_BOTH)."""
     import aicsql
     from aicsql import parity
@@ -1157,8 +1162,8 @@ def test_the_options_parity_scan_has_no_drift():
     ctx = aicsql.context()
     report = parity.run(ctx, "serving-options", progress=False)
     counts = parity.status_counts(report)
-    assert report.num_rows == 84
-    assert (counts["STRICT_PASS"], counts["MISS_BOTH"]) == (72, 12), counts
+    assert report.num_rows == 91
+    assert (counts["STRICT_PASS"], counts["MISS_BOTH"]) == (72, 19), counts
     assert counts["DRIFT"] == counts["REGRESSION"] == counts["EXTRA"] == 0, counts
 
 

@@ -30,19 +30,31 @@ fn raw(s: &str, valid: bool) -> Value {
     Value { sql: s.to_string(), valid }
 }
 
-const QUANTS: [&str; 11] =
-    ["bfloat16", "fp8", "fp8_block", "nvfp4", "int8", "int4_wo", "w4afp8", "half", "fp8_static", "sq", "int8_wo"];
+const QUANTS: [&str; 12] = [
+    "bfloat16",
+    "fp8",
+    "fp8_block",
+    "nvfp4",
+    "int8",
+    "int4_wo",
+    "w4afp8",
+    "half",
+    "fp8_static",
+    "sq",
+    "int8_wo",
+    "fp8_ootb",
+];
 const BAD_QUANTS: [&str; 5] = ["FP8", "fp4", "", " fp8", "x'y"];
 
-/// Which names each quant field accepts (the spec's enums).
+/// Which names each quant field accepts (the spec's enums, GEMM's
+/// `fp8_ootb` and FMHA's `fp8_block` included: names no table has).
 fn accepts(field: &str, name: &str) -> bool {
     match field {
-        "gemm_quant" => {
-            ["bfloat16", "fp8", "fp8_static", "fp8_block", "nvfp4", "int8_wo", "int4_wo", "sq"].contains(&name)
-        }
+        "gemm_quant" => ["bfloat16", "fp8", "fp8_static", "fp8_block", "nvfp4", "int8_wo", "int4_wo", "sq", "fp8_ootb"]
+            .contains(&name),
         "moe_quant" => ["bfloat16", "fp8", "int4_wo", "fp8_block", "w4afp8", "nvfp4"].contains(&name),
         "kvcache_quant" => ["bfloat16", "fp8", "int8"].contains(&name),
-        "fmha_quant" => ["bfloat16", "fp8"].contains(&name),
+        "fmha_quant" => ["bfloat16", "fp8", "fp8_block"].contains(&name),
         _ => ["half", "int8", "fp8"].contains(&name),
     }
 }

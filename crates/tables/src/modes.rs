@@ -41,29 +41,33 @@ impl KvQuant {
 pub enum FmhaQuant {
     Bfloat16,
     Fp8,
+    /// SGLang wide-EP's name in the spec's enum: no context-attention table
+    /// carries it, so an explicit override of it misses there.
+    Fp8Block,
 }
 
 impl FmhaQuant {
-    pub const ALL: [FmhaQuant; 2] = [FmhaQuant::Bfloat16, FmhaQuant::Fp8];
+    pub const ALL: [FmhaQuant; 3] = [FmhaQuant::Bfloat16, FmhaQuant::Fp8, FmhaQuant::Fp8Block];
 
     pub fn name(self) -> &'static str {
         match self {
             FmhaQuant::Bfloat16 => "bfloat16",
             FmhaQuant::Fp8 => "fp8",
+            FmhaQuant::Fp8Block => "fp8_block",
         }
     }
 
     pub fn memory(self) -> i64 {
         match self {
             FmhaQuant::Bfloat16 => 2,
-            FmhaQuant::Fp8 => 1,
+            FmhaQuant::Fp8 | FmhaQuant::Fp8Block => 1,
         }
     }
 
     pub fn compute(self) -> i64 {
         match self {
             FmhaQuant::Bfloat16 => 1,
-            FmhaQuant::Fp8 => 2,
+            FmhaQuant::Fp8 | FmhaQuant::Fp8Block => 2,
         }
     }
 }

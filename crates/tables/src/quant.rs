@@ -20,9 +20,13 @@ pub enum GemmQuant {
     Int8Wo,
     Int4Wo,
     Sq,
+    /// TRT-LLM's TensorRT-path fp8 name: a member of the spec's enum that no
+    /// table collects, so every lookup keyed on it misses (docs/spec/options.md 1.1).
+    Fp8Ootb,
 }
 
 impl GemmQuant {
+    /// The modes a GEMM table can hold: what the GEMM functions take.
     pub const ALL: [GemmQuant; 8] = [
         GemmQuant::Bfloat16,
         GemmQuant::Fp8,
@@ -34,6 +38,26 @@ impl GemmQuant {
         GemmQuant::Sq,
     ];
 
+    /// Every member of the spec's enum, the table-less `fp8_ootb` last:
+    /// the names a quant override may give.
+    pub const NAMED: [GemmQuant; 9] = [
+        GemmQuant::Bfloat16,
+        GemmQuant::Fp8,
+        GemmQuant::Fp8Static,
+        GemmQuant::Fp8Block,
+        GemmQuant::Nvfp4,
+        GemmQuant::Int8Wo,
+        GemmQuant::Int4Wo,
+        GemmQuant::Sq,
+        GemmQuant::Fp8Ootb,
+    ];
+
+    /// Whether any database can have a table of this mode (`fp8_ootb`
+    /// cannot: the collectors never measure it).
+    pub fn has_tables(self) -> bool {
+        self != GemmQuant::Fp8Ootb
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             GemmQuant::Bfloat16 => "bfloat16",
@@ -44,6 +68,7 @@ impl GemmQuant {
             GemmQuant::Int8Wo => "int8_wo",
             GemmQuant::Int4Wo => "int4_wo",
             GemmQuant::Sq => "sq",
+            GemmQuant::Fp8Ootb => "fp8_ootb",
         }
     }
 
@@ -87,8 +112,9 @@ impl GemmQuant {
         )
     }
 
-    fn valid_names() -> String {
-        GemmQuant::ALL.iter().map(|q| q.name()).collect::<Vec<_>>().join(", ")
+    /// The names of `modes`, comma-separated (for error messages).
+    pub fn names(modes: &[GemmQuant]) -> String {
+        modes.iter().map(|q| q.name()).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -102,8 +128,11 @@ impl FromStr for GemmQuant {
     type Err = TablesError;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        GemmQuant::ALL.into_iter().find(|q| q.name() == name).ok_or_else(|| {
-            TablesError::Invalid(format!("unknown GEMM quant mode '{name}'; valid modes: {}", GemmQuant::valid_names()))
+        GemmQuant::NAMED.into_iter().find(|q| q.name() == name).ok_or_else(|| {
+            TablesError::Invalid(format!(
+                "unknown GEMM quant mode '{name}'; valid modes: {}",
+                GemmQuant::names(&GemmQuant::NAMED)
+            ))
         })
     }
 }
@@ -114,7 +143,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for q in GemmQuant::ALL {
+        for q in GemmQuant::NAMED {
             assert_eq!(q.name().parse::<GemmQuant>().ok(), Some(q));
         }
     }

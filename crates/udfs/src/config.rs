@@ -150,7 +150,7 @@ const DESCRIPTIONS: [(&str, &str); 20] = [
     ),
     (
         "image_height",
-        "Vision-language models (Qwen3-VL): the height in pixels of each image of a request (--image-height); the estimates add the image encoder and the images' tokens. Empty or 0 (default): no image.",
+        "Vision-language models (Qwen3-VL): the height in pixels of each image of a request (--image-height); the estimates and searches add the image encoder and the images' tokens. Empty or 0 (default): no image.",
     ),
     ("image_width", "The width in pixels of each image (--image-width); empty or 0 (default): no image."),
     ("num_images", "Images per request (--num-images); empty: 1."),

@@ -52,9 +52,18 @@ pub(crate) fn check_shape(function: &str, m: i64, n: i64, k: i64) -> Result<()> 
     Ok(())
 }
 
-/// Parses a quant argument; the error lists the spec's modes.
+/// Parses a quant argument; the error lists the modes a GEMM table can
+/// hold. The spec's table-less `fp8_ootb` (a quant override's name) is not
+/// one: a GEMM function given it is refused, not answered with a miss.
 pub(crate) fn quant(function: &str, name: &str) -> Result<GemmQuant> {
-    name.parse::<GemmQuant>().map_err(|e| tables_error(function, e))
+    let quant = name.parse::<GemmQuant>().map_err(|e| tables_error(function, e))?;
+    if !quant.has_tables() {
+        return exec_err!(
+            "{function}: GEMM quant mode '{name}' has no table in any database (only a quant override may name              it); valid modes: {}",
+            GemmQuant::names(&GemmQuant::ALL)
+        );
+    }
+    Ok(quant)
 }
 
 /// Resolved (db, quant) pairs of one batch. Lookups compare the argument

@@ -47,16 +47,8 @@ fn constant_count(function: &str, position: usize, value: &ScalarValue) -> Resul
 /// (docs/spec/options.md 1.6): a session quant setting would price a search
 /// no spec path runs, so it is refused rather than ignored. Its KV-cache
 /// knobs (`aic.max_seq_len`, `aic.free_gpu_memory_fraction`), chunked
-/// prefill and MTP it takes (options.md 2.5, 3.2, 3.3).
+/// prefill, MTP and images it takes (options.md 2.5, 3.2, 3.3, 4.9).
 pub(crate) fn refuse_quant_settings(function: &str, options: &AicOptions) -> Result<()> {
-    if options.images != aicsql_serving::Images::default() {
-        // The spec's cli default takes images too; aicsql's search does not
-        // yet, and ignoring them would be a silent answer.
-        return plan_err!(
-            "{function}: the search does not take images yet (aic.image_height, aic.image_width, aic.num_images, \
-             aic.enable_encoder_dp); unset them (SET aic.image_height = '') first"
-        );
-    }
     if options.quant.is_empty() {
         return Ok(());
     }
@@ -104,6 +96,9 @@ pub(crate) fn search_call(
     // MTP reaches every role of the search, as the spec's Task puts it in
     // every role's model (docs/spec/options.md 2.5).
     .and_then(|server| server.with_mtp(options.nextn, options.nextn_accepted))
+    // Images reach every agg point and prefill worker, and the decode
+    // workers' sequence lengths (options.md 4.9).
+    .and_then(|server| server.with_images(options.images))
     .map_err(|e| serving_error(function, &model, &db, e))?;
     let query = SearchQuery {
         total_gpus,

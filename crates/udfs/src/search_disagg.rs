@@ -137,6 +137,10 @@ fn columns<'a>() -> Vec<Column<Line<'a>>> {
         required("ttft_ms", Float(|r| Some(r.c.estimate.ttft_ms))),
         required("tpot_ms", Float(|r| Some(r.c.estimate.tpot_ms))),
         required("request_latency_ms", Float(|r| Some(r.c.estimate.request_latency_ms))),
+        // The vision encoder's phase and memory (images; 0 without): agg
+        // points and prefill workers run it (docs/spec/options.md 4.9).
+        required("encoder_latency_ms", Float(|r| Some(r.c.estimate.encoder_ms))),
+        required("encoder_memory_gib", Float(|r| Some(r.c.estimate.encoder_memory_gib))),
         required("seq_per_s", Float(|r| Some(r.c.estimate.seq_per_s))),
         required("seq_per_s_per_gpu", Float(|r| Some(r.c.estimate.seq_per_s_per_gpu))),
         required("tokens_per_s", Float(|r| Some(r.c.estimate.tokens_per_s))),

@@ -72,6 +72,9 @@ def gemm_quant(name: str) -> QuantMode:
     try:
         return GEMM_QUANTS[name]
     except (KeyError, TypeError):
+        if isinstance(name, str) and name in GEMM_TABLELESS:
+            raise ValueError(f"GEMM quant mode {name!r} has no table in any database (only a quant override may "
+                             f"name it); valid modes: {', '.join(GEMM_QUANTS)}") from None  # fmt: skip
         raise ValueError(f"unknown GEMM quant mode {name!r}; valid modes: {', '.join(GEMM_QUANTS)}") from None
 
 

@@ -91,7 +91,8 @@ pub fn text<'r>(row: &'r BTreeMap<String, Cell>, name: &str) -> &'r str {
 }
 
 /// A search case's server: its model on its database, with the MTP options
-/// its `meta.json` args set (`nextn`: a depth or 'auto'; `nextn_accepted`).
+/// its `meta.json` args set (`nextn`: a depth or 'auto'; `nextn_accepted`;
+/// `image_height`, `image_width`, `num_images`, `enable_encoder_dp`).
 pub fn case_server<'a>(tree: &'a aicsql_tables::DataTree, args: &serde_json::Value) -> aicsql_serving::Server<'a> {
     use aicsql_serving::{NextN, Server};
     let s = |k: &str| args[k].as_str().unwrap_or_else(|| panic!("meta args.{k}")).to_string();
@@ -102,8 +103,16 @@ pub fn case_server<'a>(tree: &'a aicsql_tables::DataTree, args: &serde_json::Val
         v => NextN::from_number(v.as_f64().unwrap_or(f64::NAN), &v.to_string())
             .unwrap_or_else(|e| panic!("meta args.nextn: {e}")),
     };
+    let count = |k: &str, default: u32| args[k].as_u64().map_or(default, |n| u32::try_from(n).expect("fits u32"));
+    let images = aicsql_serving::Images {
+        height: count("image_height", 0),
+        width: count("image_width", 0),
+        count: count("num_images", 1),
+        encoder_dp: args["enable_encoder_dp"].as_bool().unwrap_or(true),
+    };
     Server::new(tree, &model, &system, &backend, &version, true)
         .and_then(|server| server.with_mtp(nextn, args["nextn_accepted"].as_f64()))
+        .and_then(|server| server.with_images(images))
         .unwrap_or_else(|e| panic!("{model} on {system}/{backend}/{version}: {e}"))
 }
 

@@ -60,13 +60,14 @@ budget ends its layout's budget loop like an OOM; vLLM, SGLang and the
 disagg sweep ignore them, as the spec does. ``enable_chunked_prefill`` (the
 CLI's ``--enable-chunked-prefill``, setting ``aic.enable_chunked_prefill``)
 walks the agg budgets in steps of 512 instead of multiples of isl
-(options.md 3.3). The quantisation overrides of the estimates are refused:
-``cli_default`` has none. So are the estimates' image options
-(``image_height``, ``image_width``, ``num_images``, ``enable_encoder_dp``,
-options.md 4; settings ``aic.image_*``, ``aic.num_images``,
-``aic.enable_encoder_dp``): ``cli_default`` has them, but the searches here
-do not price the vision encoder yet, and a search that dropped them would
-answer for text-only requests.
+(options.md 3.3). Images (``image_height``, ``image_width``, ``num_images``,
+``enable_encoder_dp``; settings ``aic.image_*``, ``aic.num_images``,
+``aic.enable_encoder_dp``) reach every agg point and both disagg roles as
+``cli_default``'s do (options.md 4.9): the agg budgets, guards and balance
+skip and the prefill batch list read the text isl, every priced point the
+isl with the image tokens; agg points and prefill workers run the encoder.
+The quantisation overrides of the estimates are refused: ``cli_default``
+has none.
 """
 
 from __future__ import annotations
@@ -80,10 +81,8 @@ from ..step.engine import resolve_nextn, step_context
 from ..step.options import (
     IMAGE_OPTIONS,
     MTP_OPTIONS,
-    NO_IMAGES,
     NO_OVERRIDES,
     Options,
-    given_image_options,
     parse_options,
     settings_options,
 )
@@ -121,7 +120,8 @@ _AGG_COLUMNS = [
     ("model", "model", _S), ("db", _DB, _S), ("isl", "isl", _I), ("osl", "osl", _I), ("prefix", "prefix", _I),
     ("concurrency", "concurrency", _I), ("request_rate", "request_rate", _F), ("bs", "bs", _I),
     ("global_bs", "global_bs", _I), ("ttft_ms", "ttft", _F), ("tpot_ms", "tpot", _F),
-    ("request_latency_ms", "request_latency", _F), ("seq_per_s", "seq/s", _F), ("seq_per_s_per_gpu", "seq/s/gpu", _F),
+    ("request_latency_ms", "request_latency", _F), ("encoder_latency_ms", "encoder_latency", _F),
+    ("encoder_memory_gib", "encoder_memory", _F), ("seq_per_s", "seq/s", _F), ("seq_per_s_per_gpu", "seq/s/gpu", _F),
     ("tokens_per_s", "tokens/s", _F), ("tokens_per_s_per_gpu", "tokens/s/gpu", _F),
     ("tokens_per_s_per_user", "tokens/s/user", _F), ("tokens_per_s_per_gpu_cluster", CLUSTER, _F),
     ("num_total_gpus", "num_total_gpus", _I), ("tp", "tp", _I), ("pp", "pp", _I), ("dp", "dp", _I),
@@ -146,7 +146,8 @@ def _side_columns(prefix: str, tag: str):
 _DISAGG_COLUMNS = [
     ("model", "model", _S), ("db", _DB, _S), ("isl", "isl", _I), ("osl", "osl", _I), ("prefix", "prefix", _I),
     ("concurrency", "concurrency", _I), ("request_rate", "request_rate", _F), ("ttft_ms", "ttft", _F),
-    ("tpot_ms", "tpot", _F), ("request_latency_ms", "request_latency", _F), ("seq_per_s", "seq/s", _F),
+    ("tpot_ms", "tpot", _F), ("request_latency_ms", "request_latency", _F),
+    ("encoder_latency_ms", "encoder_latency", _F), ("encoder_memory_gib", "(e)memory", _F), ("seq_per_s", "seq/s", _F),
     ("seq_per_s_per_gpu", "seq/s/gpu", _F), ("tokens_per_s", "tokens/s", _F),
     ("tokens_per_s_per_gpu", "tokens/s/gpu", _F), ("tokens_per_s_per_user", "tokens/s/user", _F),
     ("tokens_per_s_per_gpu_cluster", CLUSTER, _F), ("num_total_gpus", "num_total_gpus", _I),
@@ -232,22 +233,17 @@ def _target(name: str, v) -> float:
     return float(v)
 
 
-#: The options the searches take (`cli_default`'s): MTP and TRT-LLM's KV-cache knobs.
-SEARCH_OPTIONS = MTP_OPTIONS + ("max_seq_len", "free_gpu_memory_fraction")
+#: The options the searches take (`cli_default`'s): MTP, TRT-LLM's KV-cache knobs and images.
+SEARCH_OPTIONS = MTP_OPTIONS + ("max_seq_len", "free_gpu_memory_fraction") + IMAGE_OPTIONS
 
 
 def _search_options(options) -> Options:
     """A search's ``options`` (a dict, `Options` or None), checked as the
     spec's ``cli_default`` checks them first: the MTP depth rule, and for a
     given depth the acceptance ('auto' waits for the checkpoint); the KV
-    knobs as the estimates check them. Quantisation overrides are refused:
-    ``cli_default`` has none (options.md 1.1); so are the image options (not
-    priced by the searches yet)."""
+    knobs and the images as the estimates check them. Quantisation overrides
+    are refused: ``cli_default`` has none (options.md 1.1)."""
     parsed = parse_options(options)
-    images = given_image_options(options)
-    if images:
-        raise ValueError(f"the searches do not price images yet: they take the options {', '.join(SEARCH_OPTIONS)} "
-                         f"only, not {', '.join(images)} (estimate_agg / estimate_disagg price them)")  # fmt: skip
     if parsed.quant != NO_OVERRIDES:
         given = sorted(k for k in (options if isinstance(options, dict) else {}) if k not in SEARCH_OPTIONS)
         raise ValueError(f"the searches take the options {', '.join(SEARCH_OPTIONS)} only, not "
@@ -303,7 +299,7 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
         tuples = enumerate_parallel(lists, spec_model.is_moe, be)
         try:
             sweep = sweep_agg(ctx, model, tuples, isl, osl, prefix, ttft, tpot_list, accepted, memory,
-                              bool(enable_chunked_prefill))  # fmt: skip
+                              bool(enable_chunked_prefill), parsed.images)  # fmt: skip
             results["agg"] = _pick("agg", sweep.rows, total_gpus, tpot, top_n, strict_sla, sweep.skipped, sweep.stats)
         except SweepError as exc:
             results["agg"] = _failed("agg", f"{exc.kind}: {exc}")
@@ -315,7 +311,8 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
             # The decode role keeps the checkpoint's FMHA label (Task._resolve_quant_modes).
             sweep = sweep_disagg(ctx, model, p_tuples, d_tuples, isl, osl, prefix, ttft, tpot_list,
                                  deployment_sizes(total_gpus), require_same_tp=(be == "sglang"),
-                                 decode_fmha_label=spec_model.quant.fmha, accepted=accepted)  # fmt: skip
+                                 decode_fmha_label=spec_model.quant.fmha, accepted=accepted,
+                                 images=parsed.images)  # fmt: skip
             if sweep.rows:
                 results["disagg"] = _pick("disagg", sweep.rows, total_gpus, tpot, top_n, strict_sla,
                                           sweep.skipped, sweep.stats)  # fmt: skip
@@ -439,23 +436,15 @@ def _flag(text, name: str = "strict_sla") -> bool:
 
 def _settings_options(settings: Dict[str, object]) -> Options:
     """The search options of the session settings (``aic.nextn``,
-    ``aic.nextn_accepted``, ``aic.max_seq_len``, ``aic.free_gpu_memory_fraction``;
-    '' = unset), checked as `run_search` checks them. A quantisation setting
-    is refused as the Rust searches refuse it, and so is an image setting
-    (the searches do not price images yet)."""
+    ``aic.nextn_accepted``, ``aic.max_seq_len``, ``aic.free_gpu_memory_fraction``,
+    ``aic.image_height``, ``aic.image_width``, ``aic.num_images``,
+    ``aic.enable_encoder_dp``; '' = unset), checked as `run_search` checks them. A quantisation setting
+    is refused as the Rust searches refuse it."""
     quant = [k for k in ("gemm_quant", "moe_quant", "kvcache_quant", "fmha_quant", "comm_quant")
              if str(settings.get(k) or "").strip()]  # fmt: skip
     if quant:
         raise ValueError(f"the spec's search takes no quant overrides; unset {', '.join('aic.' + k for k in quant)} "
                          "(SET aic.kvcache_quant = '') first")  # fmt: skip
-    # The Rust bridge passes every setting, the image ones at their defaults
-    # ('0', '0', '1', 'true') when unset: only images that differ are refused.
-    given = settings_options({k: settings[k] for k in IMAGE_OPTIONS if k in settings}).images
-    images = [k for k, field in zip(IMAGE_OPTIONS, NO_IMAGES._fields)
-              if getattr(given, field) != getattr(NO_IMAGES, field)]  # fmt: skip
-    if images:
-        raise ValueError(f"the searches do not price images yet; unset {', '.join('aic.' + k for k in images)} "
-                         f"(SET aic.{images[0]} = '') first")  # fmt: skip
     options = settings_options({k: settings[k] for k in SEARCH_OPTIONS if k in settings})
     _search_options(options)
     return options

@@ -34,7 +34,7 @@ from ..serving.estimate import (
 )
 from ..serving.speculative import project_decode
 from ..step.engine import StepContext
-from ..step.options import NO_MEMORY_OPTIONS, MemoryOptions
+from ..step.options import NO_IMAGES, NO_MEMORY_OPTIONS, ImageOptions, MemoryOptions
 from .sorts import group_keys, sort_indexer, stable_indexer, take
 from .space import (
     AGG_BATCH_SCHEDULE,
@@ -126,14 +126,16 @@ def _layout(ctx: StepContext, t: Parallel6):
 # ---- agg (search.md 2) ---------------------------------------------------------------------------
 
 
-def _agg_row(model: str, result, isl: int, osl: int, prefix: int) -> dict:
-    """The ``ColumnsAgg`` row dict of one point (``get_result_dict``), unrounded."""
+def _agg_row(model: str, result, isl: int, osl: int, prefix: int, encoder: bool = False) -> dict:
+    """The ``ColumnsAgg`` row dict of one point (``get_result_dict``), unrounded.
+    ``encoder``: whether the worker runs an encoder phase (images); without
+    one the spec's ``encoder_latency`` is the int 0 (options.md 4.9)."""
     r = result.row
     return {
         "model": model, "isl": isl, "osl": osl, "prefix": prefix, "concurrency": r["concurrency"],
         "request_rate": r["request_rate"], "bs": r["bs"], "global_bs": r["global_bs"], "ttft": r["ttft_ms"],
-        "tpot": r["tpot_ms"], "request_latency": r["request_latency_ms"], "encoder_latency": 0,
-        "encoder_memory": 0.0, "seq/s": r["seq_per_s"], "seq/s/gpu": r["seq_per_s_per_gpu"],
+        "tpot": r["tpot_ms"], "request_latency": r["request_latency_ms"],
+        "encoder_latency": r["encoder_latency_ms"] if encoder else 0, "encoder_memory": r["encoder_memory_gib"], "seq/s": r["seq_per_s"], "seq/s/gpu": r["seq_per_s_per_gpu"],
         "tokens/s": r["tokens_per_s"], "tokens/s/gpu": r["tokens_per_s_per_gpu"],
         "tokens/s/user": r["tokens_per_s_per_user"], "num_total_gpus": r["num_total_gpus"], "tp": r["tp"],
         "pp": r["pp"], "dp": r["dp"], "moe_tp": r["moe_tp"], "moe_ep": r["moe_ep"], "cp": r["cp"],
@@ -190,27 +192,29 @@ def _walk_agg(w, model: str, isl: int, osl: int, prefix: int, accepted: float = 
             saw_memory_fit |= not model_oom and not kv_oom
             if model_oom or kv_oom:
                 break
-            row = _agg_row(model, result, isl, osl, prefix)
+            row = _agg_row(model, result, isl, osl, prefix, w.encoder.work.active)
             points.append((row["tpot"], row["ttft"], round_row(row)))
     return _AggPoints(points, saw_model_fit, saw_memory_fit, priced)
 
 
 def sweep_agg(ctx: StepContext, model: str, tuples: Sequence[Parallel6], isl: int, osl: int, prefix: int,
               ttft: float, tpot_list: Sequence[int], accepted: float = 0.0,
-              memory: MemoryOptions = NO_MEMORY_OPTIONS, chunked_prefill: bool = False) -> SweepResult:  # fmt: skip
+              memory: MemoryOptions = NO_MEMORY_OPTIONS, chunked_prefill: bool = False,
+              images: ImageOptions = NO_IMAGES) -> SweepResult:  # fmt: skip
     """``sweep_agg`` (sweep:359-535): per layout, per TPOT value, the top 10
     points by ``seq/s`` under ``tpot <= t`` and ``ttft <= ttft``; then
     ``drop_duplicates`` and the ``tokens/s/gpu`` sort. SweepError when
     nothing was found. ``accepted``: the MTP acceptance of the points'
     projection (module doc; 0.0 = none); ``memory`` and ``chunked_prefill``:
-    `_walk_agg`'s."""
+    `_walk_agg`'s; ``images``: every point's (options.md 4.9: the budgets, the
+    guards and the balance skip read the text isl, the points the effective one)."""
     results: List[dict] = []
     skipped: List[Tuple[str, str]] = []
     saw_model_fit = saw_memory_fit = False
     stats = {"layouts": len(tuples), "layouts_kept": 0, "calls_with_rows": 0, "rows_before_dedupe": 0, "priced": 0}
     for t in tuples:
         try:
-            w = worker(ctx, _layout(ctx, t), "context")  # get_model: may raise
+            w = worker(ctx, _layout(ctx, t), "context", images)  # get_model: may raise
             walk = _walk_agg(w, model, isl, osl, prefix, accepted, memory, chunked_prefill)  # any point may raise: the layout gives nothing
         except Exception as exc:  # the spec's per-configuration ``except Exception``
             skipped.append((_label(t), str(exc)))
@@ -266,21 +270,22 @@ class WorkerRows(NamedTuple):
 
 def disagg_workers(ctx: StepContext, model: str, tuples: Sequence[Parallel6], role: str, batches: Sequence[int],
                    isl: int, osl: int, prefix: int, fmha_label: Optional[str] = None,
-                   accepted: float = 0.0) -> WorkerRows:  # fmt: skip
+                   accepted: float = 0.0, images: ImageOptions = NO_IMAGES) -> WorkerRows:  # fmt: skip
     """``_get_disagg_worker_candidates`` (sweep:541-635): per layout, per batch
     size ascending, the static worker row (rounded) until the first OOM; a
     layout that raises keeps the rows it already gave. ``fmha_label``
     replaces the worker's FMHA label (the decode role's checkpoint label,
     search.md 3.2). ``accepted`` > 0: a decode row is the MTP-projected one
     (options.md 2.4, role 'decode'); a prefill row is never projected.
-    SweepError when no row at all."""
+    ``images``: a prefill row runs the encoder, a decode row reads the image
+    tokens (options.md 4.9). SweepError when no row at all."""
     mode = "static_ctx" if role == "prefill" else "static_gen"
     rows: List[dict] = []
     skipped: List[Tuple[str, str]] = []
     all_oom = True
     for t in tuples:
         try:
-            w = worker(ctx, _layout(ctx, t), "context" if role == "prefill" else "generation")
+            w = worker(ctx, _layout(ctx, t), "context" if role == "prefill" else "generation", images)
             for b in batches:
                 row, oom = static_worker_row(w, mode, b, isl, osl, prefix)
                 if oom:
@@ -401,14 +406,17 @@ def rate_match(p: dict, np_: int, d: dict, nd: int) -> dict:
 def sweep_disagg(ctx: StepContext, model: str, prefill_tuples: Sequence[Parallel6],
                  decode_tuples: Sequence[Parallel6], isl: int, osl: int, prefix: int, ttft: float,
                  tpot_list: Sequence[int], sizes: Sequence[int], require_same_tp: bool,
-                 decode_fmha_label: Optional[str] = None, accepted: float = 0.0) -> SweepResult:  # fmt: skip
+                 decode_fmha_label: Optional[str] = None, accepted: float = 0.0,
+                 images: ImageOptions = NO_IMAGES) -> SweepResult:  # fmt: skip
     """``sweep_disagg`` (sweep:739-965) with the Task's defaults (search.md 3);
-    ``accepted``: the MTP acceptance projecting the decode rows (module doc)."""
+    ``accepted``: the MTP acceptance projecting the decode rows (module doc);
+    ``images``: both roles' (the prefill batch list reads the text isl)."""
     prefill_batches = list(range(1, max(PREFILL_MAX_BATCH_SIZE * isl, isl) // isl + 1))
     decode_batches = [b for b in DECODE_BATCH_SCHEDULE if b <= DECODE_MAX_NUM_TOKENS]
-    prefill = disagg_workers(ctx, model, prefill_tuples, "prefill", prefill_batches, isl, osl, prefix)
+    prefill = disagg_workers(ctx, model, prefill_tuples, "prefill", prefill_batches, isl, osl, prefix,
+                             images=images)  # fmt: skip
     decode = disagg_workers(ctx, model, decode_tuples, "decode", decode_batches, isl, osl, prefix,
-                            decode_fmha_label, accepted)  # fmt: skip
+                            decode_fmha_label, accepted, images)  # fmt: skip
     stats = {"prefill_rows": len(prefill.rows), "decode_rows": len(decode.rows), "t_with_result": 0,
              "rows_before_dedupe": 0}  # fmt: skip
     skipped = [("prefill " + a, b) for a, b in prefill.skipped] + [("decode " + a, b) for a, b in decode.skipped]
