@@ -1017,13 +1017,16 @@ def test_image_option_validation():
     value, whatever on_miss says (the spec checks nothing: aicsql refuses
     what cannot be an image); 0 and None / '' mean no image / the default."""
     for key in ("image_height", "image_width", "num_images"):
-        for bad in (-1, 1.5, 448.0, True, "448", [448]):
-            with pytest.raises(ValueError, match=rf"^option {key} = {re.escape(repr(bad))} must be an integer >= 0$"):
+        limit = 1024 if key == "num_images" else 65536  # the Rust path's limits
+        for bad in (-1, 1.5, 448.0, True, "448", [448], limit + 1):
+            with pytest.raises(ValueError, match=rf"^option {key} = {re.escape(repr(bad))} must be an integer from 0 "
+                                                 rf"to {limit}$"):  # fmt: skip
                 estimate_agg(**VL_CALL, options={key: bad}, on_miss="null")
+        assert estimate_agg(**VL_CALL, options={**IMAGE, key: limit}) is not None  # the limit itself is taken
     for bad in ("yes", 1, 0, "true", 1.0):
         with pytest.raises(ValueError, match=r"^option enable_encoder_dp = .* must be a boolean \(True or False\)$"):
             estimate_disagg(*DISAGG_VL, options={"enable_encoder_dp": bad})
-    with pytest.raises(ValueError, match=r"^option image_height = -1 must be an integer >= 0$"):
+    with pytest.raises(ValueError, match=r"^option image_height = -1 must be an integer from 0 to 65536$"):
         estimate_memory(**VL_CALL, options={"image_height": -1})
     # no image: the text-only estimate, whatever else is given
     plain = estimate_agg(**VL_CALL)
@@ -1035,8 +1038,8 @@ def test_image_option_validation():
     tp1 = {**VL_CALL, "parallel": 1}
     assert estimate_agg(**tp1, options={**IMAGE, "enable_encoder_dp": False}) == estimate_agg(**tp1, options=IMAGE)
     # images beyond the limits of one call are bad input too
-    with pytest.raises(ValueError, match=r"^isl \+ image tokens \(1024 \+ 437500000\) = 437501024 exceeds the limit"):
-        estimate_agg(**VL_CALL, options={"image_height": 10**9, "image_width": 448})
+    with pytest.raises(ValueError, match=r"^isl \+ image tokens \(1024 \+ 16777216\) = 16778240 exceeds the limit"):
+        estimate_agg(**VL_CALL, options={"image_height": 65536, "image_width": 65536, "num_images": 4})
 
 
 @needs_data
@@ -1101,7 +1104,7 @@ def test_batch_forms_read_the_images_from_the_settings():
     assert estimate_agg_batch({"enable_encoder_dp": "TRUE", **{k: str(v) for k, v in IMAGE.items()}},
                               *args).to_pylist()[0] == estimate_agg(**VL_CALL, options=IMAGE)  # fmt: skip
     for settings, text in (({"aic.image_height": "448px"}, r"^setting image_height = '448px' is not an integer$"),
-                           ({"aic.num_images": "-1"}, r"^option num_images = -1 must be an integer >= 0$"),
+                           ({"aic.num_images": "-1"}, r"^option num_images = -1 must be an integer from 0 to 1024$"),
                            ({"aic.enable_encoder_dp": "maybe"},
                             r"^setting enable_encoder_dp = 'maybe' is not a boolean")):  # fmt: skip
         with pytest.raises(ValueError, match=text):
@@ -1135,7 +1138,7 @@ def test_step_functions_refuse_images_and_searches_check_them():
         # well-formed images pass the option checks: the search goes on to the database
         with pytest.raises(ValueError, match=r"^unknown system 'no_such_system'"):
             run_search(*search, options=options)
-    with pytest.raises(ValueError, match=r"^option image_height = -1 must be an integer >= 0$"):
+    with pytest.raises(ValueError, match=r"^option image_height = -1 must be an integer from 0 to 65536$"):
         run_search(*search, options={"image_height": -1})
     args = [None, VL_SGLANG, 8, 1024, 128, 0, 2000.0, 30.0]
     defaults = {"aic.image_height": "0", "aic.image_width": "0", "aic.num_images": "1", "aic.enable_encoder_dp": "true"}

@@ -20,8 +20,9 @@ or, in the bridge's batch forms, as the session settings ``aic.<key>``
   depth 0). The step functions take ``nextn`` only (`step_options`): the
   acceptance projection is the serving estimates' (options.md 2.4).
 * images for the vision-language models (options.md 4; `IMAGE_OPTIONS`):
-  ``image_height`` and ``image_width`` (integers >= 0, default 0: no image),
-  ``num_images`` (an integer >= 0 per request, default 1) and
+  ``image_height`` and ``image_width`` (integers from 0 to 65,536 pixels,
+  default 0: no image), ``num_images`` (an integer from 0 to 1,024 per
+  request, default 1) and
   ``enable_encoder_dp`` (a bool, default True: the vision encoder runs as data
   parallel replicas over the tp ranks, False: sharded like the LLM). Only the
   serving estimates take them (a step prices no encoder phase), and only
@@ -248,14 +249,22 @@ def _accepted(value) -> Optional[float]:
     return value
 
 
+#: The largest image side (pixels) and images per request priced, as on the
+#: Rust path: far beyond any vision model's input, small enough that no token
+#: count overflows.
+MAX_IMAGE_SIDE = 1 << 16
+MAX_IMAGES = 1 << 10
+
+
 def _image_count(key: str, value) -> Optional[int]:
-    """An image size in pixels or the images per request: an integer >= 0
-    (integral floats and bools are not, as for ``max_seq_len``); None / ''
-    is not given."""
+    """An image size in pixels (0 to `MAX_IMAGE_SIDE`) or the images per
+    request (0 to `MAX_IMAGES`): an integer (integral floats and bools are
+    not, as for ``max_seq_len``); None / '' is not given."""
     if _unset(value):
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"option {key} = {value!r} must be an integer >= 0")
+    limit = MAX_IMAGES if key == "num_images" else MAX_IMAGE_SIDE
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+        raise ValueError(f"option {key} = {value!r} must be an integer from 0 to {limit}")
     return value
 
 
