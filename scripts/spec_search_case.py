@@ -115,6 +115,8 @@ OPTION_KEYS = (
     "image_width",
     "num_images",
     "enable_encoder_dp",
+    "request_latency",
+    "decode_system",
 )
 # Options of the CLI that cli_default() does not take (set by wrapping what it calls, see run_case).
 CLI_ONLY_KEYS = ("enable_chunked_prefill",)
@@ -356,6 +358,11 @@ def main(argv=None) -> int:
     ap.add_argument("--num-images", dest="num_images", type=int, help="images per request (vision models)")
     ap.add_argument("--disable-encoder-dp", dest="enable_encoder_dp", action="store_false", default=None,
                     help="the CLI's --disable-encoder-dp: the TP-sharded vision encoder; written to args only if given")
+    ap.add_argument("--request-latency", dest="request_latency", type=float,
+                    help="an end-to-end request-latency target (ms): the sweeps run (TTFT, TPOT) pairs instead of the "
+                         "TPOT list (docs/spec/experiments.md 3); written to args only if given")
+    ap.add_argument("--decode-system", dest="decode_system",
+                    help="the decode workers' system (docs/spec/experiments.md 1); written to args only if given")
     ap.add_argument("--note", help="a 'note' field for meta.json (why the case exists, how it was made)")
     ap.add_argument("--compare", help="a case directory the written files must equal")
     ap.add_argument("--object-floats-as-text", action="store_true",

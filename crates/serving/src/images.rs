@@ -72,7 +72,15 @@ impl Server<'_> {
     pub(crate) fn effective_isl(&self, isl: u32) -> Result<u32, ServingError> {
         let Some(tokens) = self.image_tokens else { return Ok(isl) };
         let extra = tokens.post_merge * i64::from(self.images.count);
-        u32::try_from(i64::from(isl) + extra).map_err(|_| {
+        let total = i64::from(isl) + extra;
+        // Named as the images' doing (the Python path's text), not as isl's.
+        aicsql_tables::limits::check(
+            &format!("isl + image tokens ({isl} + {extra})"),
+            u64::try_from(total).unwrap_or(u64::MAX),
+            u64::from(aicsql_tables::limits::MAX_ISL),
+        )
+        .map_err(ServingError::input)?;
+        u32::try_from(total).map_err(|_| {
             ServingError::input(format!("isl {isl} plus {extra} image tokens per request is out of range"))
         })
     }
