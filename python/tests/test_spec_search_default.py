@@ -85,6 +85,11 @@ def _options(case: str):
     return options or None
 
 
+def _latency(case: str):
+    """The case's ``request_latency`` target (ms; meta.json args), None without one."""
+    return _meta(case)["args"].get("request_latency")
+
+
 def _chunked(case: str) -> bool:
     """The case's ``enable_chunked_prefill`` (the CLI's flag; meta.json args)."""
     return bool(_meta(case)["args"].get("enable_chunked_prefill", False))
@@ -102,7 +107,7 @@ def _result(case: str):
     if case not in _RESULTS:
         t0 = time.perf_counter()
         res = run_search(*_args(case), top_n=_meta(case)["args"]["top_n"], options=_options(case),
-                         enable_chunked_prefill=_chunked(case))  # fmt: skip
+                         enable_chunked_prefill=_chunked(case), request_latency_ms=_latency(case))  # fmt: skip
         _RESULTS[case] = (res, time.perf_counter() - t0)
     return _RESULTS[case]
 
@@ -176,7 +181,7 @@ def test_search_default_table(case):
     meta = _meta(case)
     t0 = time.perf_counter()
     table = search_default(*_args(case), top_n=meta["args"]["top_n"], options=_options(case),
-                           enable_chunked_prefill=_chunked(case))  # fmt: skip
+                           enable_chunked_prefill=_chunked(case), request_latency_ms=_latency(case))  # fmt: skip
     print(f"\n{case}: search_default {time.perf_counter() - t0:.1f} s")
     assert table.schema == DEFAULT_TABLE_SCHEMA
     rows = {r["mode"]: r for r in table.to_pylist()}
@@ -231,7 +236,8 @@ def test_search_mode_tables(case, mode):
     Pareto flags and the best ranks of the golden frames."""
     meta = _meta(case)
     fn = search_agg if mode == "agg" else search_disagg
-    table = fn(*_args(case), top_n=meta["args"]["top_n"], options=_options(case), enable_chunked_prefill=_chunked(case))
+    table = fn(*_args(case), top_n=meta["args"]["top_n"], options=_options(case), enable_chunked_prefill=_chunked(case),
+               request_latency_ms=_latency(case))
     assert table.schema == (AGG_TABLE_SCHEMA if mode == "agg" else DISAGG_TABLE_SCHEMA)
     rows = table.to_pylist()
     golden = _golden(case, mode, "candidates")

@@ -72,6 +72,7 @@ has none.
 
 from __future__ import annotations
 
+import math
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import pyarrow as pa
@@ -88,11 +89,11 @@ from ..step.options import (
 )
 from .pick import CLUSTER, best_configs, cluster_rate, pareto_front, with_cluster
 from .space import (
-    TPOT_SWEEP,
     agg_lists,
     deployment_sizes,
     disagg_lists,
     enumerate_parallel,
+    search_limits,
 )
 from .sweep import SweepError, sweep_agg, sweep_disagg
 
@@ -203,21 +204,42 @@ def _failed(mode: str, reason: str, skipped=(), stats=None) -> ModeResult:
 
 
 def _pick(mode: str, rows: List[dict], total_gpus: int, tpot: float, top_n: int, strict_sla: bool,
-          skipped, stats) -> ModeResult:  # fmt: skip
-    """``process_experiment_result`` -> ``pick_default`` (search.md 4, 5)."""
+          skipped, stats, request_latency: Optional[float] = None) -> ModeResult:  # fmt: skip
+    """``process_experiment_result`` -> ``pick_default`` (search.md 4, 5);
+    with a request-latency target (experiments.md 3.5) the SLA, the front's
+    x (minimised) and the best configs' constraint are ``request_latency``."""
+    by_latency = request_latency is not None and request_latency > 0
     positions = list(range(len(rows)))
     if strict_sla:
-        positions = [i for i in positions if rows[i]["tpot"] <= tpot]
+        if by_latency:
+            positions = [i for i in positions if rows[i]["request_latency"] <= request_latency]
+        else:
+            positions = [i for i in positions if rows[i]["tpot"] <= tpot]
     frame = with_cluster([rows[i] for i in positions], total_gpus)
-    front = [positions[k] for k in pareto_front(frame)]
     group = "(d)parallel" if mode == "disagg" else "parallel"
-    best = [positions[k] for k in best_configs(frame, total_gpus, tpot, top_n, group)]
+    if by_latency:
+        front = [positions[k] for k in pareto_front(frame, "request_latency", maximize_x=False)]
+        best = [positions[k] for k in best_configs(frame, total_gpus, request_latency, top_n, group,
+                                                   "request_latency", ("request_latency", True))]  # fmt: skip
+    else:
+        front = [positions[k] for k in pareto_front(frame)]
+        best = [positions[k] for k in best_configs(frame, total_gpus, tpot, top_n, group)]
     by_pos = {p: frame[k] for k, p in enumerate(positions)}
     best_rows = [by_pos[i] for i in best]
     throughput = float(best_rows[0][CLUSTER]) if best_rows else 0.0
     cluster = [cluster_rate(r, total_gpus) for r in rows]
     return ModeResult(mode, rows, [by_pos[i] for i in front], best_rows, front, best, cluster, throughput, None,
                       list(skipped), dict(stats))  # fmt: skip
+
+
+def _request_latency(v) -> Optional[float]:
+    """A request-latency target (ms): a finite number; None (or <= 0, as the
+    spec reads it) is no target."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"request_latency_ms = {v!r} must be a finite number of ms (<= 0 or None: no target)")
+    return float(v) if v > 0 else None
 
 
 def _positive(name: str, v) -> int:
@@ -259,13 +281,16 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
                modes: Sequence[str] = ("agg", "disagg"),
                shared_layer: bool = True, backend: str = "", version: str = "latest",
                options: Optional[Dict[str, object]] = None, enable_chunked_prefill: bool = False,
-               data=None) -> SearchResult:  # fmt: skip
+               request_latency_ms: Optional[float] = None, data=None) -> SearchResult:  # fmt: skip
     """``cli_default`` (api:155) for one backend: the agg and disagg
     experiments (search.md 1.3; no DeepEP twins), each swept and picked.
     An experiment that finds nothing is reported with its reason; the chosen
     one is the larger best cluster rate, agg on a tie ('none' if neither).
     ``options``: the MTP options and the KV knobs (module doc);
-    ``enable_chunked_prefill``: the agg sweep's budget list (module doc)."""
+    ``enable_chunked_prefill``: the agg sweep's budget list (module doc);
+    ``request_latency_ms``: an end-to-end target (None or <= 0: none): the
+    sweeps run (TTFT, TPOT) pairs and the picks rank by request latency
+    (docs/spec/experiments.md 3)."""
     parsed = _search_options(options)
     mtp, memory = parsed.mtp, parsed.memory
     if not isinstance(model, str):
@@ -282,6 +307,8 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
     top_n = _int_arg("top_n", top_n)
     if top_n < 1:
         raise ValueError(f"top_n = {top_n} must be a positive integer")
+    latency = _request_latency(request_latency_ms)
+    limits = search_limits(osl, ttft, latency)
     s = _settings({"backend": backend, "version": version, "on_miss": "null",
                    "shared_layer": "true" if shared_layer else "false"}, data)  # fmt: skip
     # cli_default settles the MTP options ('auto' from the checkpoint) before anything else is built
@@ -292,15 +319,15 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
     spec_model = ctx.model
     be, system = database.backend, database.system
     results: Dict[str, ModeResult] = {}
-    tpot_list = list(TPOT_SWEEP)
 
     if "agg" in modes:
         lists = agg_lists(spec_model.is_moe, be, system, total_gpus)
         tuples = enumerate_parallel(lists, spec_model.is_moe, be)
         try:
-            sweep = sweep_agg(ctx, model, tuples, isl, osl, prefix, ttft, tpot_list, accepted, memory,
+            sweep = sweep_agg(ctx, model, tuples, isl, osl, prefix, limits, accepted, memory,
                               bool(enable_chunked_prefill), parsed.images)  # fmt: skip
-            results["agg"] = _pick("agg", sweep.rows, total_gpus, tpot, top_n, strict_sla, sweep.skipped, sweep.stats)
+            results["agg"] = _pick("agg", sweep.rows, total_gpus, tpot, top_n, strict_sla, sweep.skipped, sweep.stats,
+                                   latency)  # fmt: skip
         except SweepError as exc:
             results["agg"] = _failed("agg", f"{exc.kind}: {exc}")
     if "disagg" in modes and total_gpus >= 2:  # build_default_tasks: no disagg experiment below 2 GPUs
@@ -309,13 +336,13 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
         d_tuples = enumerate_parallel(d_lists, spec_model.is_moe, be)
         try:
             # The decode role keeps the checkpoint's FMHA label (Task._resolve_quant_modes).
-            sweep = sweep_disagg(ctx, model, p_tuples, d_tuples, isl, osl, prefix, ttft, tpot_list,
+            sweep = sweep_disagg(ctx, model, p_tuples, d_tuples, isl, osl, prefix, limits,
                                  deployment_sizes(total_gpus), require_same_tp=(be == "sglang"),
                                  decode_fmha_label=spec_model.quant.fmha, accepted=accepted,
                                  images=parsed.images)  # fmt: skip
             if sweep.rows:
                 results["disagg"] = _pick("disagg", sweep.rows, total_gpus, tpot, top_n, strict_sla,
-                                          sweep.skipped, sweep.stats)  # fmt: skip
+                                          sweep.skipped, sweep.stats, latency)  # fmt: skip
             else:
                 results["disagg"] = _failed("disagg", "no disaggregated deployment meets the TTFT and any "
                                             "swept TPOT", sweep.skipped, sweep.stats)  # fmt: skip

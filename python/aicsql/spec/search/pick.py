@@ -6,7 +6,7 @@ returns *positions* into it, so a caller can mark the candidate rows."""
 from __future__ import annotations
 
 import math
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 from .sorts import group_keys, sort_indexer, stable_indexer
 
@@ -35,13 +35,16 @@ def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def pareto_front(rows: Sequence[dict], x: str = "tokens/s/user", y: str = CLUSTER) -> List[int]:
-    """``get_pareto_front`` maximising both (pareto:336-389): rows with a
-    non-finite x or y dropped, sorted by x (quicksort), the dominance walk,
-    the survivors sorted by x again. Positions into ``rows``."""
+def pareto_front(rows: Sequence[dict], x: str = "tokens/s/user", y: str = CLUSTER,
+                 maximize_x: bool = True) -> List[int]:  # fmt: skip
+    """``get_pareto_front`` maximising y (pareto:336-389): rows with a
+    non-finite x or y dropped, sorted by x (quicksort), the dominance walk
+    (on -x when x is minimised: a request-latency target's front), the
+    survivors sorted by x again. Positions into ``rows``."""
     valid = [i for i, r in enumerate(rows) if _finite(r[x]) and _finite(r[y])]
     order = [valid[k] for k in sort_indexer([rows[i][x] for i in valid])]
-    costs = [(rows[i][x], rows[i][y]) for i in order]
+    sign = 1 if maximize_x else -1
+    costs = [(sign * rows[i][x], rows[i][y]) for i in order]
     alive = [True] * len(order)
     alive_list = list(range(len(order)))
     for i, (cx, cy) in enumerate(costs):
@@ -59,15 +62,19 @@ def pareto_front(rows: Sequence[dict], x: str = "tokens/s/user", y: str = CLUSTE
     return [front[k] for k in sort_indexer([rows[i][x] for i in front])]
 
 
-def best_configs(rows: Sequence[dict], total_gpus: int, target_tpot: float, top_n: int, group_by: str) -> List[int]:
-    """``get_best_configs_under_tpot_constraint`` (pareto:519-626): under
-    ``tpot <= target`` (else every row, flagged), per ``group_by`` the first
-    row with the largest cluster rate, sorted by [cluster rate desc,
-    tokens/s/user desc] (stable; flagged: by tpot, quicksort), ``head(top_n)``.
-    Positions into ``rows``."""
+def best_configs(rows: Sequence[dict], total_gpus: int, target_tpot: float, top_n: int, group_by: str,
+                 constraint: str = "tpot", secondary: Tuple[str, bool] = ("tokens/s/user", False)) -> List[int]:
+    """``_get_best_configs_under_constraint`` (pareto:519-626) as its TPOT
+    wrapper calls it (``constraint`` tpot, ``secondary`` tokens/s/user
+    descending) or its request-latency one (request_latency, request_latency
+    ascending; ``target_tpot`` is then the latency target): under
+    ``constraint <= target`` (else every row, flagged), per ``group_by`` the
+    first row with the largest cluster rate, sorted by [cluster rate desc,
+    secondary] (stable; flagged: by the constraint, quicksort),
+    ``head(top_n)``. Positions into ``rows``."""
     if not rows or target_tpot is None or top_n < 1:
         return []
-    cands = [i for i, r in enumerate(rows) if r["tpot"] <= target_tpot]
+    cands = [i for i, r in enumerate(rows) if r[constraint] <= target_tpot]
     exceeded = not cands
     if exceeded:
         cands = list(range(len(rows)))
@@ -75,7 +82,7 @@ def best_configs(rows: Sequence[dict], total_gpus: int, target_tpot: float, top_
     for i in cands:
         v = cluster_rate(rows[i], total_gpus)
         values[i] = math.nan if (isinstance(v, float) and math.isinf(v)) else v
-    cands = [i for i in cands if not _isnan(rows[i]["tpot"]) and not _isnan(values[i])]
+    cands = [i for i in cands if _finite(rows[i][constraint]) and not _isnan(values[i])]
     if not cands:
         return []
     sub = [rows[i] for i in cands]
@@ -88,10 +95,11 @@ def best_configs(rows: Sequence[dict], total_gpus: int, target_tpot: float, top_
                 best = k
         picked.append(cands[best])
     if exceeded:
-        order = sort_indexer([rows[i]["tpot"] for i in picked])
+        order = sort_indexer([rows[i][constraint] for i in picked])
     else:
-        keyed = [{"c": values[i], "u": rows[i]["tokens/s/user"]} for i in picked]
-        order = stable_indexer(keyed, [("c", False), ("u", False)])
+        column, ascending = secondary
+        keyed = [{"c": values[i], "u": rows[i][column]} for i in picked]
+        order = stable_indexer(keyed, [("c", False), ("u", ascending)])
     return [picked[k] for k in order][:top_n]
 
 

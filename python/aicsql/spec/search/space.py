@@ -12,10 +12,11 @@ twins (``agg_deepep`` / ``disagg_deepep``) are not built (their
 from __future__ import annotations
 
 import math
-from typing import Dict, List, NamedTuple, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 __all__ = [
     "TPOT_SWEEP",
+    "search_limits",
     "AGG_BATCH_SCHEDULE",
     "DECODE_BATCH_SCHEDULE",
     "NUM_GPU_PER_REPLICA",
@@ -32,6 +33,32 @@ Parallel6 = Tuple[int, int, int, int, int, int]  # (tp, pp, dp, moe_tp, moe_ep, 
 
 # task:81 -- 1..19, then 20, 25, ..., 295 (75 values, ascending)
 TPOT_SWEEP: List[int] = list(range(1, 20, 1)) + list(range(20, 300, 5))
+
+# cu:256-260 -- the TTFT values of a request-latency target (docs/spec/experiments.md 3.2)
+REQUEST_LATENCY_TTFTS = (300, 400, 500, 600, 800, 1000, 1200, 1400, 1600, 2000, 3000, 5000, 8000)
+REQUEST_LATENCY_FRACTIONS = (0.1, 0.2, 0.3, 0.5, 0.7)
+
+
+def search_limits(osl: int, ttft: float, request_latency: Optional[float] = None) -> List[Tuple[float, float]]:
+    """The (TTFT, TPOT) limits both sweeps run (experiments.md 3.2): without
+    a request-latency target (None or <= 0), the user's TTFT with every TPOT
+    of `TPOT_SWEEP`; with one, R, the fixed TTFT values, the fractions of R
+    below 300 or above 8000 and the user's TTFT, those below R ascending,
+    each with the TPOT that spends the rest of R on ``osl - 1`` tokens.
+    ValueError for ``osl <= 1`` (the spec's assertion)."""
+    if request_latency is None or not request_latency > 0:
+        return [(ttft, t) for t in TPOT_SWEEP]
+    if osl <= 1:
+        raise ValueError(f"a request-latency target needs osl > 1, got osl = {osl}")
+    lo, hi = REQUEST_LATENCY_TTFTS[0], REQUEST_LATENCY_TTFTS[-1]
+    values = list(REQUEST_LATENCY_TTFTS)
+    values += [v for v in (request_latency * p for p in REQUEST_LATENCY_FRACTIONS) if v < lo or v > hi]
+    values.append(ttft)
+    distinct: List[float] = []
+    for v in values:  # a set: numerically equal values are one
+        if v not in distinct:
+            distinct.append(v)
+    return [(t, (request_latency - t) / (osl - 1)) for t in sorted(v for v in distinct if v < request_latency)]
 
 # sweep:81-89 (kept <= max_batch_size = 512 by the sweep: 44 values)
 AGG_BATCH_SCHEDULE: List[int] = (

@@ -198,11 +198,12 @@ def _walk_agg(w, model: str, isl: int, osl: int, prefix: int, accepted: float = 
 
 
 def sweep_agg(ctx: StepContext, model: str, tuples: Sequence[Parallel6], isl: int, osl: int, prefix: int,
-              ttft: float, tpot_list: Sequence[int], accepted: float = 0.0,
+              limits: Sequence[Tuple[float, float]], accepted: float = 0.0,
               memory: MemoryOptions = NO_MEMORY_OPTIONS, chunked_prefill: bool = False,
               images: ImageOptions = NO_IMAGES) -> SweepResult:  # fmt: skip
-    """``sweep_agg`` (sweep:359-535): per layout, per TPOT value, the top 10
-    points by ``seq/s`` under ``tpot <= t`` and ``ttft <= ttft``; then
+    """``sweep_agg`` (sweep:359-535): per layout, per (TTFT, TPOT) limit of
+    ``limits`` (`search_limits`), the top 10 points by ``seq/s`` under both
+    (unrounded ``tpot <= t_tpot`` and ``ttft <= t_ttft``); then
     ``drop_duplicates`` and the ``tokens/s/gpu`` sort. SweepError when
     nothing was found. ``accepted``: the MTP acceptance of the points'
     projection (module doc; 0.0 = none); ``memory`` and ``chunked_prefill``:
@@ -223,7 +224,7 @@ def sweep_agg(ctx: StepContext, model: str, tuples: Sequence[Parallel6], isl: in
         stats["priced"] += walk.priced
         saw_model_fit |= walk.saw_model_fit
         saw_memory_fit |= walk.saw_memory_fit
-        for tpot in tpot_list:
+        for ttft, tpot in limits:
             kept = [row for p_tpot, p_ttft, row in walk.points if p_tpot <= tpot and p_ttft <= ttft]
             if not kept:
                 continue
@@ -404,11 +405,12 @@ def rate_match(p: dict, np_: int, d: dict, nd: int) -> dict:
 
 
 def sweep_disagg(ctx: StepContext, model: str, prefill_tuples: Sequence[Parallel6],
-                 decode_tuples: Sequence[Parallel6], isl: int, osl: int, prefix: int, ttft: float,
-                 tpot_list: Sequence[int], sizes: Sequence[int], require_same_tp: bool,
+                 decode_tuples: Sequence[Parallel6], isl: int, osl: int, prefix: int,
+                 limits: Sequence[Tuple[float, float]], sizes: Sequence[int], require_same_tp: bool,
                  decode_fmha_label: Optional[str] = None, accepted: float = 0.0,
                  images: ImageOptions = NO_IMAGES) -> SweepResult:  # fmt: skip
-    """``sweep_disagg`` (sweep:739-965) with the Task's defaults (search.md 3);
+    """``sweep_disagg`` (sweep:739-965) with the Task's defaults (search.md 3),
+    per (TTFT, TPOT) limit of ``limits`` (`search_limits`);
     ``accepted``: the MTP acceptance projecting the decode rows (module doc);
     ``images``: both roles' (the prefill batch list reads the text isl)."""
     prefill_batches = list(range(1, max(PREFILL_MAX_BATCH_SIZE * isl, isl) // isl + 1))
@@ -423,17 +425,20 @@ def sweep_disagg(ctx: StepContext, model: str, prefill_tuples: Sequence[Parallel
     size_set = frozenset(sizes)
     memo: Dict[tuple, Tuple[int, int]] = {}
 
-    # Step 1 does not depend on the TPOT value: corrected ttft, strict TTFT filter,
+    # Step 1 depends on the TTFT limit only: corrected ttft, strict TTFT filter,
     # stable sort [seq/s/gpu desc, global_bs asc], head(32).
     corrected = [dict(p, ttft=p["ttft"] * _TTFT_CORRECTION) for p in prefill.rows]
-    p_cands = [p for p in corrected if p["ttft"] < ttft]
-    p_cands = take(p_cands, stable_indexer(p_cands, [("seq/s/gpu", False), ("global_bs", True)]))
-    p_cands = p_cands[:_MAX_PREFILL_CANDIDATES]
+    by_ttft: Dict[float, List[dict]] = {}
 
     results: List[dict] = []
-    for tpot in tpot_list:
+    for ttft, tpot in limits:
+        p_cands = by_ttft.get(ttft)
+        if p_cands is None:
+            p_cands = [p for p in corrected if p["ttft"] < ttft]
+            p_cands = take(p_cands, stable_indexer(p_cands, [("seq/s/gpu", False), ("global_bs", True)]))
+            p_cands = by_ttft[ttft] = p_cands[:_MAX_PREFILL_CANDIDATES]
         if not p_cands:
-            break
+            continue
         d_cands = [d for d in decode.rows
                    if d["tpot"] < tpot * _DECODE_FILTER_RATIO_MAX and d["tpot"] > tpot * _DECODE_FILTER_RATIO_MIN]
         if not d_cands:
