@@ -157,7 +157,7 @@ def test_the_search_goldens_are_present():
     if not SEARCH.is_dir():
         pytest.skip(f"no search goldens at {SEARCH}")
     assert CASES == ["llama31_8b_h200_trtllm_2gpu_chunked", "llama31_8b_h200_trtllm_2gpu_kv",
-                     "llama31_8b_h200_vllm_4gpu", "llama31_8b_rtxpro6000_sglang_2gpu_mtp",
+                     "llama31_8b_h200_vllm_2gpu_request_latency", "llama31_8b_h200_vllm_4gpu", "llama31_8b_rtxpro6000_sglang_2gpu_mtp",
                      "llama31_8b_rtxpro6000_sglang_4gpu", "qwen3_30b_a3b_gb200_sglang_8gpu",
                      "qwen3_32b_fp8_h200_vllm_8gpu", "qwen3vl_8b_h200_trtllm_2gpu_images_tp_encoder",
                      "qwen3vl_8b_h200_vllm_2gpu_images"]
@@ -177,13 +177,15 @@ def test_search_candidates_reprice_equal(case, mode):
     assert priced == Counter(EXPECTED[(case, mode)])
 
 
-# The candidate counts per (dp, cp): every row of the frames (5,616; 4,600 at
+# The candidate counts per (dp, cp): every row of the frames (5,717; 4,701 at
 # cp = 1), counted in the spec's frames.
 EXPECTED = {
     ("llama31_8b_h200_trtllm_2gpu_chunked", "agg"): {(1, 1): 304},
     ("llama31_8b_h200_trtllm_2gpu_chunked", "disagg"): {(1, 1): 18},
     ("llama31_8b_h200_trtllm_2gpu_kv", "agg"): {(1, 1): 65},
     ("llama31_8b_h200_trtllm_2gpu_kv", "disagg"): {(1, 1): 18},
+    ("llama31_8b_h200_vllm_2gpu_request_latency", "agg"): {(1, 1): 96},
+    ("llama31_8b_h200_vllm_2gpu_request_latency", "disagg"): {(1, 1): 5},
     ("llama31_8b_h200_vllm_4gpu", "agg"): {(1, 1): 341},
     ("llama31_8b_h200_vllm_4gpu", "disagg"): {(1, 1): 24},
     ("llama31_8b_rtxpro6000_sglang_2gpu_mtp", "agg"): {(1, 1): 190, (1, 2): 97},
@@ -209,8 +211,8 @@ def test_search_candidate_counts():
         for mode in ("agg", "disagg"):
             counts[(case, mode)] = dict(sorted(Counter(_layout(r, mode) for r in _rows(case, mode)).items()))
     assert counts == EXPECTED
-    assert sum(sum(c.values()) for c in counts.values()) == 5616
-    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 4600
+    assert sum(sum(c.values()) for c in counts.values()) == 5717
+    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 4701
     assert sum(n for c in counts.values() for (dp, cp), n in c.items() if dp > 1 and cp == 1) == 1487
     # cp > 1: 938 agg candidates (608 Qwen3-30B-A3B, 233 + 97 Llama rtx_pro_6000_server) and
     # 78 disagg deployments with a cp prefill worker (72 + 6)

@@ -459,3 +459,23 @@ def test_match_workers_worked_example():
     v22 = min(154.751 * 2 * 0.9, 93.042 * 2 * 0.92) / 4
     assert v11 == v22
     assert match_workers(1.0, 3, 1.0, 3, sizes) == (-1, -1)  # 6 GPUs is not a deployment size
+
+
+def test_request_latency_pairs():
+    """docs/spec/experiments.md 3.2: the examples worked out there."""
+    from aicsql.spec.search.space import search_limits
+
+    pairs = search_limits(256, 2000.0, 2000.0)
+    assert [t for t, _ in pairs] == [200.0, 300, 400, 500, 600, 800, 1000, 1200, 1400, 1600]
+    assert all(tpot == (2000.0 - t) / 255 for t, tpot in pairs)
+    assert len(search_limits(1000, 2000.0, 10_000.0)) == 13
+    with_user = [t for t, _ in search_limits(256, 1700.0, 2000.0)]
+    assert len(with_user) == 11 and 1700.0 in with_user and 1600 in with_user
+    for off in (None, 0, -5.0):
+        limits = search_limits(256, 1000.0, off)
+        assert len(limits) == 75 and all(t == 1000.0 for t, _ in limits)
+    with pytest.raises(ValueError, match=r"^a request-latency target needs osl > 1, got osl = 1$"):
+        search_limits(1, 1000.0, 2000.0)
+    for bad in ("2000", float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match=r"^request_latency_ms = .* must be a finite number of ms"):
+            run_search("meta-llama/Meta-Llama-3.1-8B", "h200_sxm/vllm/0.19.0", 2, 1024, 256, request_latency_ms=bad)

@@ -102,7 +102,7 @@ def test_settings_are_checked_where_they_are_read(ctx):
         "aic.backend", "aic.comm_quant", "aic.enable_chunked_prefill", "aic.enable_encoder_dp", "aic.fmha_quant",
         "aic.free_gpu_memory_fraction", "aic.gemm_quant", "aic.image_height", "aic.image_width", "aic.kvcache_quant",
         "aic.max_seq_len", "aic.moe_quant", "aic.nextn", "aic.nextn_accepted", "aic.num_images", "aic.on_miss",
-        "aic.shared_layer", "aic.strict_sla", "aic.top_n", "aic.version"]
+        "aic.request_latency", "aic.shared_layer", "aic.strict_sla", "aic.top_n", "aic.version"]
 
 
 def test_on_miss_error_names_the_miss_on_both_paths(ctx):

@@ -50,6 +50,11 @@ fn normalised(key: &str, value: &str) -> Option<String> {
             _ => None,
         },
         "top_n" => t.parse::<usize>().ok().filter(|n| (1..=1000).contains(n)).map(|n| n.to_string()),
+        // A number of ms; '' or 0 and below: no target.
+        "request_latency" if t.is_empty() => Some(String::new()),
+        "request_latency" => {
+            t.parse::<f64>().ok().filter(|v| v.is_finite()).map(|v| if v > 0.0 { v.to_string() } else { String::new() })
+        }
         // The spec's mode names, exact (after trimming); empty: the checkpoint's.
         "gemm_quant" | "moe_quant" | "kvcache_quant" | "fmha_quant" | "comm_quant" => {
             (t.is_empty() || quant_names(key).contains(&t)).then(|| t.to_string())
@@ -125,6 +130,9 @@ fn value_for(rng: &mut Rng, key: &str) -> String {
             ["", "0", "448", " 1024 ", "65536", "65537", "-1", "2.5", "big"].map(String::from).to_vec()
         }
         "num_images" => ["", "0", "1", " 4 ", "1024", "1025", "-1", "two"].map(String::from).to_vec(),
+        "request_latency" => {
+            ["", "0", "2000", " 1500.5 ", "1e4", "-5", "NaN", "inf", "soon"].map(String::from).to_vec()
+        }
         "enable_encoder_dp" => ["", "true", "false", "off", "1", " On ", "yes"].map(String::from).to_vec(),
         _ => ["true", "false", "on", "off", "1", "0", "TRUE", " False ", "On"].map(String::from).to_vec(),
     };
@@ -179,6 +187,7 @@ fn fuzz_settings(seed: u64, budget: std::time::Duration) {
         "top_n",
         "strict_sla",
         "enable_chunked_prefill",
+        "request_latency",
         "gemm_quant",
         "moe_quant",
         "kvcache_quant",

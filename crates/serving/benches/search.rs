@@ -50,6 +50,7 @@ fn bench(c: &mut Criterion) {
             threads: 1,
             kv_sizing: Default::default(),
             chunked_prefill: false,
+            request_latency_ms: None,
         };
         let (model, system, backend, version) = (s("model"), s("system"), s("backend"), s("version"));
         let build = || Server::new(&tree, &model, &system, &backend, &version, true).expect("server");

@@ -227,6 +227,7 @@ fn every_search_golden_case() {
             threads: 1,
             kv_sizing,
             chunked_prefill,
+            request_latency_ms: a["request_latency"].as_f64(),
         };
         let started = std::time::Instant::now();
         let result = server.search_default(&q).unwrap_or_else(|e| panic!("{name}: {e}"));

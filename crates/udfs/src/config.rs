@@ -57,6 +57,9 @@ pub struct AicOptions {
     /// The agg search's context-token budgets are not aligned to isl (the
     /// spec's `cli default --enable-chunked-prefill`).
     pub enable_chunked_prefill: bool,
+    /// A search's end-to-end request-latency target in ms (the spec's
+    /// `--request-latency`; `None`: the TPOT sweep).
+    pub request_latency_ms: Option<f64>,
     /// Quant modes in place of the checkpoint's (`aic.gemm_quant` ...
     /// `aic.comm_quant`; empty: the checkpoint's), under a row's options.
     pub quant: QuantOverrides,
@@ -83,6 +86,7 @@ impl Default for AicOptions {
             top_n: 5,
             strict_sla: false,
             enable_chunked_prefill: false,
+            request_latency_ms: None,
             quant: QuantOverrides::default(),
             kv_sizing: KvSizing::default(),
             nextn: NextN::Off,
@@ -95,7 +99,7 @@ impl Default for AicOptions {
 /// The largest `aic.top_n` (a search keeps one best config per layout).
 const MAX_TOP_N: usize = 1000;
 
-const DESCRIPTIONS: [(&str, &str); 20] = [
+const DESCRIPTIONS: [(&str, &str); 21] = [
     (
         "backend",
         "Backend used when a database argument names only a system, e.g. 'vllm'. Empty: the argument must name it.",
@@ -117,6 +121,10 @@ const DESCRIPTIONS: [(&str, &str); 20] = [
     (
         "enable_chunked_prefill",
         "The agg search walks context-token budgets in steps of 512 instead of multiples of isl (the spec's cli default --enable-chunked-prefill, default false); the estimates have no such notion and ignore it.",
+    ),
+    (
+        "request_latency",
+        "A search's end-to-end request-latency target in ms (the spec's cli default --request-latency): the sweeps run (TTFT, TPOT) pairs under it instead of the TPOT list, the Pareto front is against request latency and the best configs are those within it (the search's tpot_ms is then unused). Empty or 0 (default): none.",
     ),
     (
         "gemm_quant",
@@ -236,6 +244,19 @@ impl ExtensionOptions for AicOptions {
             "shared_layer" => self.shared_layer = flag("shared_layer", value)?,
             "strict_sla" => self.strict_sla = flag("strict_sla", value)?,
             "enable_chunked_prefill" => self.enable_chunked_prefill = flag("enable_chunked_prefill", value)?,
+            "request_latency" => {
+                self.request_latency_ms = match value.trim() {
+                    "" => None,
+                    v => match v.parse::<f64>() {
+                        Ok(ms) if ms.is_finite() => (ms > 0.0).then_some(ms),
+                        _ => {
+                            return config_err!(
+                                "aic.request_latency must be a number of ms (empty or 0: none), not '{value}'"
+                            );
+                        }
+                    },
+                }
+            }
             "top_n" => {
                 self.top_n = match value.parse::<usize>() {
                     Ok(n) if (1..=MAX_TOP_N).contains(&n) => n,
@@ -321,6 +342,7 @@ impl ExtensionOptions for AicOptions {
                     "top_n" => self.top_n.to_string(),
                     "strict_sla" => self.strict_sla.to_string(),
                     "enable_chunked_prefill" => self.enable_chunked_prefill.to_string(),
+                    "request_latency" => self.request_latency_ms.map(|ms| ms.to_string()).unwrap_or_default(),
                     "gemm_quant" => self.quant.gemm.map(|q| q.name().to_string()).unwrap_or_default(),
                     "moe_quant" => self.quant.moe.map(|q| q.name().to_string()).unwrap_or_default(),
                     "kvcache_quant" => self.quant.kv.map(|q| q.name().to_string()).unwrap_or_default(),
@@ -372,6 +394,7 @@ mod tests {
                 "aic.top_n",
                 "aic.strict_sla",
                 "aic.enable_chunked_prefill",
+                "aic.request_latency",
                 "aic.gemm_quant",
                 "aic.moe_quant",
                 "aic.kvcache_quant",

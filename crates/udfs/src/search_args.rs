@@ -111,6 +111,7 @@ pub(crate) fn search_call(
         strict_sla: options.strict_sla,
         kv_sizing: options.kv_sizing,
         chunked_prefill: options.enable_chunked_prefill,
+        request_latency_ms: options.request_latency_ms,
         // The session's parallelism (datafusion.execution.target_partitions),
         // within the process's cap (an executor's share of cores per task).
         threads: crate::search_threads::search_threads(config),

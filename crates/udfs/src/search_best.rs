@@ -246,6 +246,7 @@ fn search_row(
         threads: 1,
         kv_sizing: options.kv_sizing,
         chunked_prefill: options.enable_chunked_prefill,
+        request_latency_ms: options.request_latency_ms,
     };
     let (server, db_name) = match servers.get(model, db) {
         Ok(found) => found,

@@ -9,7 +9,7 @@ use crate::agg::{AggEstimate, AggQuery};
 use crate::error::ServingError;
 use crate::parallel::Parallel;
 use crate::search::sort::pandas_order;
-use crate::search::{AggCandidate, SearchQuery, Skipped, Sweep, skippable, tpot_sweep};
+use crate::search::{AggCandidate, SearchQuery, Skipped, Sweep, skippable};
 use crate::server::Server;
 
 /// Rows kept per (layout, TPOT) call.
@@ -168,7 +168,12 @@ impl Server<'_> {
                 Err(e) => return Err(e),
             }
         }
-        // Per (layout, t): the points within both limits, top 10 by seq/s.
+        // Per (layout, limits): the points within both limits, top 10 by seq/s.
+        let limits = q.limits();
+        // Under the TPOT sweep the TTFT limit is fixed, so the kept set only
+        // grows along the list; under a request-latency target's pairs the
+        // TTFT limit rises as the TPOT limit falls, and it does not.
+        let growing = q.latency_target().is_none();
         let mut picked: Vec<(usize, usize)> = Vec::new();
         let mut seen = foldhash::HashSet::default();
         for (layout, points) in walks.iter().enumerate() {
@@ -176,12 +181,13 @@ impl Server<'_> {
                 continue;
             }
             let mut last_kept = 0;
-            for t in tpot_sweep() {
-                let kept: Vec<usize> =
-                    (0..points.len()).filter(|&i| points[i].tpot <= t && points[i].ttft <= q.ttft_ms).collect();
-                // The kept set only grows with t: as many rows as at the
-                // previous t is the same set, the same frame, all repeats.
-                if kept.is_empty() || kept.len() == last_kept {
+            for &(ttft_limit, tpot_limit) in &limits {
+                let kept: Vec<usize> = (0..points.len())
+                    .filter(|&i| points[i].tpot <= tpot_limit && points[i].ttft <= ttft_limit)
+                    .collect();
+                // A growing set as large as at the previous limit is the
+                // same set, the same frame, all repeats.
+                if kept.is_empty() || (growing && kept.len() == last_kept) {
                     continue;
                 }
                 last_kept = kept.len();
@@ -214,6 +220,8 @@ impl Server<'_> {
                 "the batch sizes exceed the KV-cache capacity (TRT-LLM's free_gpu_memory_fraction budget) at every \
                  parallel config"
                     .to_string()
+            } else if let Some(r) = q.latency_target() {
+                format!("no config meets the request-latency target of {r} ms at any of its (TTFT, TPOT) pairs")
             } else {
                 format!("no config meets the TTFT limit of {} ms at any TPOT of the sweep", q.ttft_ms)
             }

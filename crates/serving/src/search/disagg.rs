@@ -14,7 +14,7 @@ use crate::error::ServingError;
 use crate::parallel::Parallel;
 use crate::search::sort::{desc, pandas_order, stable_order};
 use crate::search::space::Space;
-use crate::search::{DisaggCandidate, SearchQuery, Skipped, Sweep, skippable, tpot_sweep};
+use crate::search::{DisaggCandidate, SearchQuery, Skipped, Sweep, skippable};
 use crate::server::Server;
 
 /// Worker counts tried per side.
@@ -82,21 +82,30 @@ impl Server<'_> {
         let require_same_tp = self.backend == Backend::Sglang;
         let workload = (q.isl, q.osl, q.prefix);
 
-        // The prefill candidates do not depend on the TPOT value.
-        let within: Vec<usize> =
-            (0..prefill.len()).filter(|&i| prefill[i].row.ttft * TTFT_CORRECTION < q.ttft_ms).collect();
-        let order = stable_order(within.len(), |a, b| {
-            let (pa, pb) = (&prefill[within[a]].row, &prefill[within[b]].row);
-            desc(pa.seq_per_s_per_gpu, pb.seq_per_s_per_gpu).then(pa.worker.global_bs.cmp(&pb.worker.global_bs))
-        });
-        let prefill_top: Vec<usize> = order.into_iter().take(MAX_PREFILL_ROWS).map(|k| within[k]).collect();
+        // The prefill candidates depend on the TTFT limit only: one list per
+        // distinct limit (one under the TPOT sweep).
+        let prefill_top_under = |ttft_limit: f64| -> Vec<usize> {
+            let within: Vec<usize> =
+                (0..prefill.len()).filter(|&i| prefill[i].row.ttft * TTFT_CORRECTION < ttft_limit).collect();
+            let order = stable_order(within.len(), |a, b| {
+                let (pa, pb) = (&prefill[within[a]].row, &prefill[within[b]].row);
+                desc(pa.seq_per_s_per_gpu, pb.seq_per_s_per_gpu).then(pa.worker.global_bs.cmp(&pb.worker.global_bs))
+            });
+            order.into_iter().take(MAX_PREFILL_ROWS).map(|k| within[k]).collect()
+        };
+        let limits = q.limits();
+        // Under the TPOT sweep the TTFT limit is fixed and the decode set
+        // only grows along the list (see below); not under a request-latency
+        // target's pairs.
+        let growing = q.latency_target().is_none();
+        let mut prefill_tops: Vec<(f64, Vec<usize>)> = Vec::new();
 
         // match_workers per (prefill, decode) row, priced once.
         let mut matched: Vec<Option<Option<(u32, u32)>>> = vec![None; prefill.len() * decode.len()];
         let mut counts_of: HashMap<(u64, u64), WorkerCounts> = HashMap::default();
         let mut seen: HashSet<(usize, usize)> = HashSet::default();
         let mut found: Vec<DisaggCandidate> = Vec::new();
-        if !prefill_top.is_empty() {
+        {
             // The decode layouts in label string order (the spec's groupby),
             // and each worker's place in it: labels are compared once, not
             // per TPOT value.
@@ -105,7 +114,18 @@ impl Server<'_> {
             let group_of: Vec<usize> = decode.iter().map(|d| rank[d.label.as_str()]).collect();
             let mut groups: Vec<Vec<usize>> = vec![Vec::new(); rank.len()];
             let mut last_under = 0;
-            for t in tpot_sweep() {
+            for &(ttft_limit, t) in &limits {
+                let k = match prefill_tops.iter().position(|(l, _)| *l == ttft_limit) {
+                    Some(k) => k,
+                    None => {
+                        prefill_tops.push((ttft_limit, prefill_top_under(ttft_limit)));
+                        prefill_tops.len() - 1
+                    }
+                };
+                let prefill_top = &prefill_tops[k].1;
+                if prefill_top.is_empty() {
+                    continue;
+                }
                 // Decode workers under t (strict, on the rounded tpot), by layout in string order.
                 groups.iter_mut().for_each(Vec::clear);
                 let mut under = 0;
@@ -115,10 +135,10 @@ impl Server<'_> {
                         under += 1;
                     }
                 }
-                // The set only grows with t (the prefill side does not depend
-                // on it): as many workers as at the previous t is the same
-                // deployments again, all repeats.
-                if under == last_under {
+                // Under the TPOT sweep the set only grows with t (the prefill
+                // side does not depend on it): as many workers as at the
+                // previous t is the same deployments again, all repeats.
+                if growing && under == last_under {
                     continue;
                 }
                 last_under = under;
@@ -129,7 +149,7 @@ impl Server<'_> {
                     for k in pandas_order(&rates, false).into_iter().take(MAX_DECODE_ROWS_PER_LAYOUT) {
                         let di = members[k];
                         let d = &decode[di].row;
-                        for &pi in &prefill_top {
+                        for &pi in prefill_top {
                             let p = &prefill[pi].row;
                             if require_same_tp && p.worker.parallel.tp != d.worker.parallel.tp {
                                 continue;
@@ -171,8 +191,14 @@ impl Server<'_> {
         let mut slots: Vec<Option<DisaggCandidate>> = found.into_iter().map(Some).collect();
         let candidates: Vec<DisaggCandidate> =
             pandas_order(&tps, false).into_iter().filter_map(|k| slots[k].take()).collect();
-        let reason = candidates.is_empty().then(|| {
-            format!("no disaggregated deployment meets the TTFT limit of {} ms at any TPOT of the sweep", q.ttft_ms)
+        let reason = candidates.is_empty().then(|| match q.latency_target() {
+            Some(r) => format!(
+                "no disaggregated deployment meets the request-latency target of {r} ms at any of its (TTFT, TPOT) \
+                 pairs"
+            ),
+            None => {
+                format!("no disaggregated deployment meets the TTFT limit of {} ms at any TPOT of the sweep", q.ttft_ms)
+            }
         });
         Ok(Sweep { candidates, skipped, reason })
     }

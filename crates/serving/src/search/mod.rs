@@ -48,6 +48,11 @@ pub struct SearchQuery {
     /// `cli default --enable-chunked-prefill`: the agg sweep's
     /// context-token budgets are not aligned to isl (options.md 3.3).
     pub chunked_prefill: bool,
+    /// An end-to-end request-latency target (ms; `--request-latency`): the
+    /// sweeps run (TTFT, TPOT) pairs instead of the TPOT list, and the picks
+    /// rank by request latency (docs/spec/experiments.md 3). `None`, or a
+    /// value of 0 or less as the spec reads it: no target.
+    pub request_latency_ms: Option<f64>,
 }
 
 impl SearchQuery {
@@ -70,7 +75,48 @@ impl SearchQuery {
                 )));
             }
         }
+        if let Some(r) = self.request_latency_ms {
+            if !r.is_finite() {
+                return Err(ServingError::input(format!(
+                    "search: request_latency must be a finite number of ms, got {r}"
+                )));
+            }
+            if r > 0.0 && self.osl <= 1 {
+                // The spec asserts it (experiments.md 3.6).
+                return Err(ServingError::input(format!(
+                    "search: a request-latency target needs osl > 1, got osl = {}",
+                    self.osl
+                )));
+            }
+        }
         Ok(())
+    }
+
+    /// The request-latency target, if one is set (above 0).
+    pub(crate) fn latency_target(&self) -> Option<f64> {
+        self.request_latency_ms.filter(|&r| r > 0.0)
+    }
+
+    /// The (TTFT, TPOT) limits both sweeps run (experiments.md 3.2): the
+    /// user's TTFT with every TPOT of the sweep, or, with a request-latency
+    /// target R, the fixed TTFT values, the fractions of R below 300 or above
+    /// 8000 and the user's TTFT, those below R ascending, each with the TPOT
+    /// that spends the rest of R on `osl - 1` tokens.
+    pub(crate) fn limits(&self) -> Vec<(f64, f64)> {
+        let Some(r) = self.latency_target() else {
+            return tpot_sweep().map(|t| (self.ttft_ms, t)).collect();
+        };
+        const TTFTS: [f64; 13] =
+            [300.0, 400.0, 500.0, 600.0, 800.0, 1000.0, 1200.0, 1400.0, 1600.0, 2000.0, 3000.0, 5000.0, 8000.0];
+        let (lo, hi) = (TTFTS[0], TTFTS[TTFTS.len() - 1]);
+        let mut values: Vec<f64> = TTFTS.to_vec();
+        values.extend([0.1, 0.2, 0.3, 0.5, 0.7].map(|p| r * p).into_iter().filter(|&v| v < lo || v > hi));
+        values.push(self.ttft_ms);
+        let mut kept: Vec<f64> = values.into_iter().filter(|&v| v < r).collect();
+        kept.sort_by(f64::total_cmp);
+        kept.dedup();
+        let steps = f64::from(self.osl - 1);
+        kept.into_iter().map(|t| (t, (r - t) / steps)).collect()
     }
 }
 
@@ -84,6 +130,7 @@ pub trait Candidate {
     fn tokens_per_s_per_gpu(&self) -> f64;
     fn tokens_per_s_per_user(&self) -> f64;
     fn tpot_ms(&self) -> f64;
+    fn request_latency_ms(&self) -> f64;
     fn num_total_gpus(&self) -> u64;
     /// The layout the best configs are chosen per: agg `parallel`, disagg
     /// `(d)parallel`.
@@ -115,6 +162,9 @@ macro_rules! candidate {
             }
             fn tpot_ms(&self) -> f64 {
                 self.estimate.tpot_ms
+            }
+            fn request_latency_ms(&self) -> f64 {
+                self.estimate.request_latency_ms
             }
             fn num_total_gpus(&self) -> u64 {
                 self.estimate.num_total_gpus
@@ -245,4 +295,55 @@ pub(crate) struct Sweep<C> {
 /// (a corrupt table, a bug) is not such a case and stops the search.
 fn skippable(e: &ServingError) -> bool {
     !matches!(e, ServingError::Step(aicsql_tables::StepError::Data(_)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(osl: u32, ttft_ms: f64, request_latency_ms: Option<f64>) -> SearchQuery {
+        SearchQuery {
+            total_gpus: 2,
+            isl: 1024,
+            osl,
+            prefix: 0,
+            ttft_ms,
+            tpot_ms: 30.0,
+            top_n: 5,
+            strict_sla: false,
+            threads: 1,
+            kv_sizing: KvSizing::default(),
+            chunked_prefill: false,
+            request_latency_ms,
+        }
+    }
+
+    /// docs/spec/experiments.md 3.2: the examples worked out there.
+    #[test]
+    fn request_latency_pairs() {
+        let pairs = query(256, 2000.0, Some(2000.0)).limits();
+        let ttfts: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+        assert_eq!(ttfts, [200.0, 300.0, 400.0, 500.0, 600.0, 800.0, 1000.0, 1200.0, 1400.0, 1600.0]);
+        assert!(pairs.iter().all(|&(t, tpot)| tpot == (2000.0 - t) / 255.0));
+        // Every fraction of 10 s lies within [300, 8000]: the 13 fixed values.
+        assert_eq!(query(1000, 2000.0, Some(10_000.0)).limits().len(), 13);
+        // The user's TTFT is one more value, not a bound.
+        let with_user: Vec<f64> = query(256, 1700.0, Some(2000.0)).limits().iter().map(|p| p.0).collect();
+        assert_eq!(with_user.len(), 11);
+        assert!(with_user.contains(&1700.0) && with_user.contains(&1600.0));
+        // None, 0 or below: the TPOT sweep at the user's TTFT.
+        for off in [None, Some(0.0), Some(-5.0)] {
+            let limits = query(256, 1000.0, off).limits();
+            assert_eq!(limits.len(), 75);
+            assert!(limits.iter().all(|&(t, _)| t == 1000.0));
+        }
+    }
+
+    #[test]
+    fn request_latency_needs_more_than_one_output_token() {
+        let err = query(1, 1000.0, Some(2000.0)).check().err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("osl > 1"), "{err}");
+        assert!(query(1, 1000.0, None).check().is_ok());
+        assert!(query(256, 1000.0, Some(f64::NAN)).check().is_err());
+    }
 }

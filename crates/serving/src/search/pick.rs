@@ -1,6 +1,9 @@
 //! What the spec picks from a candidates frame (docs/spec/search.md 4, 5):
 //! tokens/s/gpu_cluster, the Pareto frontier of tokens/s/gpu_cluster
-//! against tokens/s/user, and the best configs under the TPOT limit.
+//! against tokens/s/user, and the best configs under the TPOT limit; with a
+//! request-latency target (docs/spec/experiments.md 3.5), the frontier
+//! against request latency (minimised) and the best configs under the
+//! target.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -42,68 +45,104 @@ pub(crate) fn finish<C: Candidate>(sweep: Sweep<C>, q: &SearchQuery) -> Search<C
     let Sweep { candidates, skipped, reason } = sweep;
     let cluster: Vec<f64> =
         candidates.iter().map(|c| cluster_rate(c.tokens_per_s_per_gpu(), c.num_total_gpus(), q.total_gpus)).collect();
+    let rule = match q.latency_target() {
+        None => {
+            Rule { constraint: C::tpot_ms, target: q.tpot_ms, secondary: C::tokens_per_s_per_user, ascending: false }
+        }
+        Some(r) => {
+            Rule { constraint: C::request_latency_ms, target: r, secondary: C::request_latency_ms, ascending: true }
+        }
+    };
     // strict_sla: the frame the frontier and the picks see.
     let frame: Vec<usize> =
-        (0..candidates.len()).filter(|&i| !q.strict_sla || candidates[i].tpot_ms() <= q.tpot_ms).collect();
-    let pareto = pareto_front(&candidates, &cluster, &frame);
-    let best = best_configs(&candidates, &cluster, &frame, q);
+        (0..candidates.len()).filter(|&i| !q.strict_sla || (rule.constraint)(&candidates[i]) <= rule.target).collect();
+    let pareto = match q.latency_target() {
+        None => pareto_front(&candidates, &cluster, &frame, C::tokens_per_s_per_user, true),
+        Some(_) => pareto_front(&candidates, &cluster, &frame, C::request_latency_ms, false),
+    };
+    let best = best_configs(&candidates, &cluster, &frame, &rule, q.top_n);
     let best_throughput = best.first().map_or(0.0, |&i| cluster[i]);
     Search { candidates, cluster, pareto, best, best_throughput, skipped, reason }
 }
 
-/// The rows of `frame` no other row beats on both tokens/s/user and
-/// tokens/s/gpu_cluster, by tokens/s/user ascending (of rows with the same
-/// two values, the first in that order).
+/// What the best configs are ranked under: the constraint column and its
+/// target, and the second sort key after tokens/s/gpu_cluster.
+struct Rule<C> {
+    constraint: fn(&C) -> f64,
+    target: f64,
+    secondary: fn(&C) -> f64,
+    ascending: bool,
+}
+
+/// The rows of `frame` no other row beats on both `x` (larger is better
+/// when `maximize_x`, else smaller) and tokens/s/gpu_cluster, by `x`
+/// ascending (of rows with the same two values, the first in that order).
 ///
-/// The spec walks the rows by tokens/s/user and lets each row still
-/// standing remove every row with no coordinate above its own; what stands
-/// at the end is exactly the rows no row with other coordinates weakly
-/// dominates, the first of each group of equal coordinates. That set is
-/// found here in one pass from the largest tokens/s/user down.
-fn pareto_front<C: Candidate>(candidates: &[C], cluster: &[f64], frame: &[usize]) -> Vec<usize> {
-    let rows: Vec<usize> = frame
-        .iter()
-        .copied()
-        .filter(|&i| candidates[i].tokens_per_s_per_user().is_finite() && cluster[i].is_finite())
-        .collect();
-    let x = |i: usize| candidates[i].tokens_per_s_per_user();
+/// The spec sorts the rows by `x` and walks them, letting each row still
+/// standing remove every row with no coordinate above its own (on `-x`
+/// when `x` is minimised); what stands at the end is exactly the rows no
+/// row with other coordinates weakly dominates, the first in the walk of
+/// each group of equal coordinates. That set is found here in one pass from
+/// the best `x` down.
+fn pareto_front<C: Candidate>(
+    candidates: &[C],
+    cluster: &[f64],
+    frame: &[usize],
+    x: fn(&C) -> f64,
+    maximize_x: bool,
+) -> Vec<usize> {
+    let x = |i: usize| x(&candidates[i]);
+    let rows: Vec<usize> = frame.iter().copied().filter(|&i| x(i).is_finite() && cluster[i].is_finite()).collect();
     let xs: Vec<f64> = rows.iter().map(|&i| x(i)).collect();
-    let sorted: Vec<usize> = pandas_order(&xs, true).into_iter().map(|k| rows[k]).collect();
-    let mut keep = vec![false; sorted.len()];
-    // The highest y among rows of strictly larger x.
+    // The walk: by x ascending (pandas' sort).
+    let walk: Vec<usize> = pandas_order(&xs, true).into_iter().map(|k| rows[k]).collect();
+    // Positions of the walk from the worst x to the best.
+    let by_worth: Vec<usize> = if maximize_x { (0..walk.len()).collect() } else { (0..walk.len()).rev().collect() };
+    let mut keep = vec![false; walk.len()];
+    // The highest y among rows of a strictly better x.
     let mut above = f64::NEG_INFINITY;
-    let mut end = sorted.len();
+    let mut end = by_worth.len();
     while end > 0 {
-        // The group of equal x: sorted[start..end].
-        let gx = x(sorted[end - 1]);
+        // The group of equal x: by_worth[start..end].
+        let gx = x(walk[by_worth[end - 1]]);
         let mut start = end;
-        while start > 0 && x(sorted[start - 1]) == gx {
+        while start > 0 && x(walk[by_worth[start - 1]]) == gx {
             start -= 1;
         }
-        let top = sorted[start..end].iter().map(|&i| cluster[i]).fold(f64::NEG_INFINITY, f64::max);
+        let group = &by_worth[start..end];
+        let top = group.iter().map(|&k| cluster[walk[k]]).fold(f64::NEG_INFINITY, f64::max);
         if top > above {
-            // The first row of the group at its top y survives.
-            if let Some(k) = (start..end).find(|&k| cluster[sorted[k]] == top) {
+            // The first row of the walk in the group at its top y survives.
+            if let Some(&k) = group.iter().filter(|&&k| cluster[walk[k]] == top).min() {
                 keep[k] = true;
             }
             above = top;
         }
         end = start;
     }
-    let survivors: Vec<usize> = sorted.iter().zip(&keep).filter(|(_, k)| **k).map(|(&i, _)| i).collect();
+    let survivors: Vec<usize> = walk.iter().zip(&keep).filter(|(_, k)| **k).map(|(&i, _)| i).collect();
     let xs: Vec<f64> = survivors.iter().map(|&i| x(i)).collect();
     pandas_order(&xs, true).into_iter().map(|k| survivors[k]).collect()
 }
 
 /// One row per layout (agg `parallel`, disagg `(d)parallel`): its best
-/// tokens/s/gpu_cluster under the TPOT limit (every row when none meets
-/// it), the top `top_n` by cluster rate then tokens/s/user.
-fn best_configs<C: Candidate>(candidates: &[C], cluster: &[f64], frame: &[usize], q: &SearchQuery) -> Vec<usize> {
-    let under: Vec<usize> = frame.iter().copied().filter(|&i| candidates[i].tpot_ms() <= q.tpot_ms).collect();
+/// tokens/s/gpu_cluster under the rule's limit (every row when none meets
+/// it), the top `top_n` by cluster rate then the rule's second key (TPOT
+/// limit: tokens/s/user descending; request-latency target: request
+/// latency ascending); when none meets the limit, by the constraint.
+fn best_configs<C: Candidate>(
+    candidates: &[C],
+    cluster: &[f64],
+    frame: &[usize],
+    rule: &Rule<C>,
+    top_n: usize,
+) -> Vec<usize> {
+    let constraint = |i: usize| (rule.constraint)(&candidates[i]);
+    let under: Vec<usize> = frame.iter().copied().filter(|&i| constraint(i) <= rule.target).collect();
     let exceeded = under.is_empty();
     let rows: Vec<usize> = if exceeded { frame.to_vec() } else { under }
         .into_iter()
-        .filter(|&i| !candidates[i].tpot_ms().is_nan() && cluster[i].is_finite())
+        .filter(|&i| constraint(i).is_finite() && cluster[i].is_finite())
         .collect();
     // groupby(key).idxmax(): keys in string order, the first maximum in frame order.
     let mut groups: BTreeMap<String, usize> = BTreeMap::new();
@@ -119,16 +158,17 @@ fn best_configs<C: Candidate>(candidates: &[C], cluster: &[f64], frame: &[usize]
     }
     let picked: Vec<usize> = groups.into_values().collect();
     let order = if exceeded {
-        let tpot: Vec<f64> = picked.iter().map(|&i| candidates[i].tpot_ms()).collect();
-        pandas_order(&tpot, true)
+        let values: Vec<f64> = picked.iter().map(|&i| constraint(i)).collect();
+        pandas_order(&values, true)
     } else {
+        let second = |i: usize| (rule.secondary)(&candidates[i]);
         stable_order(picked.len(), |a, b| {
             let (ia, ib) = (picked[a], picked[b]);
-            desc(cluster[ia], cluster[ib])
-                .then(desc(candidates[ia].tokens_per_s_per_user(), candidates[ib].tokens_per_s_per_user()))
+            let then = if rule.ascending { desc(second(ib), second(ia)) } else { desc(second(ia), second(ib)) };
+            desc(cluster[ia], cluster[ib]).then(then)
         })
     };
-    order.into_iter().take(q.top_n).map(|k| picked[k]).collect()
+    order.into_iter().take(top_n).map(|k| picked[k]).collect()
 }
 
 #[cfg(test)]

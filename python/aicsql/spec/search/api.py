@@ -67,7 +67,11 @@ walks the agg budgets in steps of 512 instead of multiples of isl
 skip and the prefill batch list read the text isl, every priced point the
 isl with the image tokens; agg points and prefill workers run the encoder.
 The quantisation overrides of the estimates are refused: ``cli_default``
-has none.
+has none. ``request_latency_ms`` (setting ``aic.request_latency``) is
+``--request-latency`` (docs/spec/experiments.md 3): both sweeps run the
+(TTFT, TPOT) pairs of `search_limits` instead of the TPOT list, the front
+minimises ``request_latency`` and the best configs are those within the
+target, by cluster rate, then request latency.
 """
 
 from __future__ import annotations
@@ -477,12 +481,27 @@ def _settings_options(settings: Dict[str, object]) -> Options:
     return options
 
 
+def _latency_setting(text) -> Optional[float]:
+    """``aic.request_latency``: a number of ms; '' or 0 (or below): no target."""
+    value = "" if text is None else str(text).strip()
+    if not value:
+        return None
+    try:
+        ms = float(value)
+    except ValueError:
+        ms = math.nan
+    if not math.isfinite(ms):
+        raise ValueError(f"aic.request_latency must be a number of ms (empty or 0: none), not {text!r}")
+    return ms if ms > 0 else None
+
+
 def _bridge(name: str, fn, schema: pa.Schema, settings, args, data) -> pa.RecordBatch:
     if len(args) != len(_ARG_NAMES):
         raise ValueError(f"{name}({', '.join(_ARG_NAMES)}) takes {len(_ARG_NAMES)} arguments, got {len(args)}")
     s = {str(k)[4:] if str(k).startswith("aic.") else str(k): v for k, v in (settings or {}).items()}
     options = _settings_options(s)  # checked before the arguments, a NULL one included
     chunked = _flag(s.get("enable_chunked_prefill") or "false", "enable_chunked_prefill")
+    latency = _latency_setting(s.get("request_latency"))
     if any(v is None for v in args):
         return pa.RecordBatch.from_pylist([], schema=schema)
     top_n = s.get("top_n")
@@ -490,7 +509,7 @@ def _bridge(name: str, fn, schema: pa.Schema, settings, args, data) -> pa.Record
     table = fn(*args, top_n=top_n, strict_sla=_flag(s.get("strict_sla", "false")),
                backend=str(s.get("backend") or ""), version=str(s.get("version") or "latest"),
                shared_layer=_flag(s.get("shared_layer", "true")), options=options,
-               enable_chunked_prefill=chunked, data=data)  # fmt: skip
+               enable_chunked_prefill=chunked, request_latency_ms=latency, data=data)  # fmt: skip
     batches = table.combine_chunks().to_batches()
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=schema)
 
