@@ -157,8 +157,9 @@ def test_the_search_goldens_are_present():
     if not SEARCH.is_dir():
         pytest.skip(f"no search goldens at {SEARCH}")
     assert CASES == ["llama31_8b_h200_trtllm_2gpu_chunked", "llama31_8b_h200_trtllm_2gpu_kv",
-                     "llama31_8b_h200_vllm_2gpu_request_latency", "llama31_8b_h200_vllm_4gpu", "llama31_8b_rtxpro6000_sglang_2gpu_mtp",
-                     "llama31_8b_rtxpro6000_sglang_4gpu", "qwen3_30b_a3b_gb200_sglang_8gpu",
+                     "llama31_8b_h200_vllm_2gpu_request_latency", "llama31_8b_h200_vllm_4gpu",
+                     "llama31_8b_rtxpro6000_sglang_2gpu_mtp", "llama31_8b_rtxpro6000_sglang_4gpu",
+                     "qwen3_30b_a3b_gb200_sglang_8gpu", "qwen3_30b_a3b_h200_sglang_4gpu_request_latency",
                      "qwen3_32b_fp8_h200_vllm_8gpu", "qwen3vl_8b_h200_trtllm_2gpu_images_tp_encoder",
                      "qwen3vl_8b_h200_vllm_2gpu_images"]
 
@@ -177,7 +178,7 @@ def test_search_candidates_reprice_equal(case, mode):
     assert priced == Counter(EXPECTED[(case, mode)])
 
 
-# The candidate counts per (dp, cp): every row of the frames (5,717; 4,701 at
+# The candidate counts per (dp, cp): every row of the frames (6,519; 5,297 at
 # cp = 1), counted in the spec's frames.
 EXPECTED = {
     ("llama31_8b_h200_trtllm_2gpu_chunked", "agg"): {(1, 1): 304},
@@ -195,6 +196,9 @@ EXPECTED = {
     ("qwen3_30b_a3b_gb200_sglang_8gpu", "agg"): {(1, 1): 725, (1, 2): 142, (1, 4): 209, (1, 8): 257, (2, 1): 669,
                                                  (4, 1): 526, (8, 1): 292},
     ("qwen3_30b_a3b_gb200_sglang_8gpu", "disagg"): {(1, 1): 35, (2, 2): 4, (2, 4): 18, (4, 4): 50},
+    ("qwen3_30b_a3b_h200_sglang_4gpu_request_latency", "agg"): {(1, 1): 237, (1, 2): 76, (1, 4): 111, (2, 1): 208,
+                                                                (4, 1): 125},
+    ("qwen3_30b_a3b_h200_sglang_4gpu_request_latency", "disagg"): {(1, 1): 26, (2, 2): 19},
     ("qwen3_32b_fp8_h200_vllm_8gpu", "agg"): {(1, 1): 351},
     ("qwen3_32b_fp8_h200_vllm_8gpu", "disagg"): {(1, 1): 21},
     ("qwen3vl_8b_h200_trtllm_2gpu_images_tp_encoder", "agg"): {(1, 1): 224},
@@ -211,14 +215,14 @@ def test_search_candidate_counts():
         for mode in ("agg", "disagg"):
             counts[(case, mode)] = dict(sorted(Counter(_layout(r, mode) for r in _rows(case, mode)).items()))
     assert counts == EXPECTED
-    assert sum(sum(c.values()) for c in counts.values()) == 5717
-    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 4701
-    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if dp > 1 and cp == 1) == 1487
-    # cp > 1: 938 agg candidates (608 Qwen3-30B-A3B, 233 + 97 Llama rtx_pro_6000_server) and
-    # 78 disagg deployments with a cp prefill worker (72 + 6)
-    assert sum(n for (case, mode), c in counts.items() for (dp, cp), n in c.items() if cp > 1 and mode == "agg") == 938
+    assert sum(sum(c.values()) for c in counts.values()) == 6519
+    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if cp == 1) == 5297
+    assert sum(n for c in counts.values() for (dp, cp), n in c.items() if dp > 1 and cp == 1) == 1820
+    # cp > 1: 1,125 agg candidates (608 + 187 Qwen3-30B-A3B, 233 + 97 Llama rtx_pro_6000_server) and
+    # 97 disagg deployments with a cp prefill worker (72 + 19 + 6)
+    assert sum(n for (case, mode), c in counts.items() for (dp, cp), n in c.items() if cp > 1 and mode == "agg") == 1125
     assert sum(n for (case, mode), c in counts.items() for (dp, cp), n in c.items()
-               if cp > 1 and mode == "disagg") == 78  # fmt: skip
+               if cp > 1 and mode == "disagg") == 97  # fmt: skip
     # every search frame row has pp = 1
     for case in CASES:
         assert {r["pp"] for r in _rows(case, "agg")} == {1}
