@@ -38,19 +38,17 @@ impl GemmQuant {
         GemmQuant::Sq,
     ];
 
-    /// Every member of the spec's enum, the table-less `fp8_ootb` last:
-    /// the names a quant override may give.
-    pub const NAMED: [GemmQuant; 9] = [
-        GemmQuant::Bfloat16,
-        GemmQuant::Fp8,
-        GemmQuant::Fp8Static,
-        GemmQuant::Fp8Block,
-        GemmQuant::Nvfp4,
-        GemmQuant::Int8Wo,
-        GemmQuant::Int4Wo,
-        GemmQuant::Sq,
-        GemmQuant::Fp8Ootb,
-    ];
+    /// Every member of the spec's enum: [`Self::ALL`], then the table-less
+    /// `fp8_ootb`; the names a quant override may give.
+    pub const NAMED: [GemmQuant; 9] = {
+        let mut named = [GemmQuant::Fp8Ootb; 9];
+        let mut i = 0;
+        while i < GemmQuant::ALL.len() {
+            named[i] = GemmQuant::ALL[i];
+            i += 1;
+        }
+        named
+    };
 
     /// Whether any database can have a table of this mode (`fp8_ootb`
     /// cannot: the collectors never measure it).
@@ -143,6 +141,8 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
+        assert_eq!(GemmQuant::NAMED[..8], GemmQuant::ALL);
+        assert!(!GemmQuant::NAMED[8].has_tables() && GemmQuant::ALL.iter().all(|q| q.has_tables()));
         for q in GemmQuant::NAMED {
             assert_eq!(q.name().parse::<GemmQuant>().ok(), Some(q));
         }
