@@ -46,32 +46,28 @@ pub(crate) fn finish<C: Candidate>(sweep: Sweep<C>, q: &SearchQuery) -> Search<C
     let cluster: Vec<f64> =
         candidates.iter().map(|c| cluster_rate(c.tokens_per_s_per_gpu(), c.num_total_gpus(), q.total_gpus)).collect();
     let rule = match q.latency_target() {
-        None => {
-            Rule { constraint: C::tpot_ms, target: q.tpot_ms, secondary: C::tokens_per_s_per_user, ascending: false }
-        }
-        Some(r) => {
-            Rule { constraint: C::request_latency_ms, target: r, secondary: C::request_latency_ms, ascending: true }
-        }
+        None => Rule { constraint: C::tpot_ms, target: q.tpot_ms, x: C::tokens_per_s_per_user, maximize_x: true },
+        Some(r) => Rule { constraint: C::request_latency_ms, target: r, x: C::request_latency_ms, maximize_x: false },
     };
     // strict_sla: the frame the frontier and the picks see.
     let frame: Vec<usize> =
         (0..candidates.len()).filter(|&i| !q.strict_sla || (rule.constraint)(&candidates[i]) <= rule.target).collect();
-    let pareto = match q.latency_target() {
-        None => pareto_front(&candidates, &cluster, &frame, C::tokens_per_s_per_user, true),
-        Some(_) => pareto_front(&candidates, &cluster, &frame, C::request_latency_ms, false),
-    };
+    let pareto = pareto_front(&candidates, &cluster, &frame, rule.x, rule.maximize_x);
     let best = best_configs(&candidates, &cluster, &frame, &rule, q.top_n);
     let best_throughput = best.first().map_or(0.0, |&i| cluster[i]);
     Search { candidates, cluster, pareto, best, best_throughput, skipped, reason }
 }
 
-/// What the best configs are ranked under: the constraint column and its
-/// target, and the second sort key after tokens/s/gpu_cluster.
+/// What the picks read: the SLA's column and target, and the frontier's x
+/// axis, which is also the best configs' second key after
+/// tokens/s/gpu_cluster (descending when larger is better). TPOT limit:
+/// tpot, tokens/s/user maximised; request-latency target: request latency
+/// for both, minimised.
 struct Rule<C> {
     constraint: fn(&C) -> f64,
     target: f64,
-    secondary: fn(&C) -> f64,
-    ascending: bool,
+    x: fn(&C) -> f64,
+    maximize_x: bool,
 }
 
 /// The rows of `frame` no other row beats on both `x` (larger is better
@@ -161,10 +157,10 @@ fn best_configs<C: Candidate>(
         let values: Vec<f64> = picked.iter().map(|&i| constraint(i)).collect();
         pandas_order(&values, true)
     } else {
-        let second = |i: usize| (rule.secondary)(&candidates[i]);
+        let second = |i: usize| (rule.x)(&candidates[i]);
         stable_order(picked.len(), |a, b| {
             let (ia, ib) = (picked[a], picked[b]);
-            let then = if rule.ascending { desc(second(ib), second(ia)) } else { desc(second(ia), second(ib)) };
+            let then = if rule.maximize_x { desc(second(ia), second(ib)) } else { desc(second(ib), second(ia)) };
             desc(cluster[ia], cluster[ib]).then(then)
         })
     };
