@@ -105,85 +105,82 @@ impl Server<'_> {
         let mut counts_of: HashMap<(u64, u64), WorkerCounts> = HashMap::default();
         let mut seen: HashSet<(usize, usize)> = HashSet::default();
         let mut found: Vec<DisaggCandidate> = Vec::new();
-        {
-            // The decode layouts in label string order (the spec's groupby),
-            // and each worker's place in it: labels are compared once, not
-            // per TPOT value.
-            let labels: BTreeSet<&str> = decode.iter().map(|d| d.label.as_str()).collect();
-            let rank: BTreeMap<&str, usize> = labels.into_iter().enumerate().map(|(r, l)| (l, r)).collect();
-            let group_of: Vec<usize> = decode.iter().map(|d| rank[d.label.as_str()]).collect();
-            let mut groups: Vec<Vec<usize>> = vec![Vec::new(); rank.len()];
-            let mut last_under = 0;
-            for &(ttft_limit, t) in &limits {
-                let k = match prefill_tops.iter().position(|(l, _)| *l == ttft_limit) {
-                    Some(k) => k,
-                    None => {
-                        prefill_tops.push((ttft_limit, prefill_top_under(ttft_limit)));
-                        prefill_tops.len() - 1
-                    }
-                };
-                let prefill_top = &prefill_tops[k].1;
-                if prefill_top.is_empty() {
-                    continue;
+        // The decode layouts in label string order (the spec's groupby),
+        // and each worker's place in it: labels are compared once, not
+        // per TPOT value.
+        let labels: BTreeSet<&str> = decode.iter().map(|d| d.label.as_str()).collect();
+        let rank: BTreeMap<&str, usize> = labels.into_iter().enumerate().map(|(r, l)| (l, r)).collect();
+        let group_of: Vec<usize> = decode.iter().map(|d| rank[d.label.as_str()]).collect();
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); rank.len()];
+        let mut last_under = 0;
+        for &(ttft_limit, t) in &limits {
+            let k = match prefill_tops.iter().position(|(l, _)| *l == ttft_limit) {
+                Some(k) => k,
+                None => {
+                    prefill_tops.push((ttft_limit, prefill_top_under(ttft_limit)));
+                    prefill_tops.len() - 1
                 }
-                // Decode workers under t (strict, on the rounded tpot), by layout in string order.
-                groups.iter_mut().for_each(Vec::clear);
-                let mut under = 0;
-                for (i, d) in decode.iter().enumerate() {
-                    if d.row.tpot < t * 1.0 && d.row.tpot > t * 0.0 {
-                        groups[group_of[i]].push(i);
-                        under += 1;
-                    }
+            };
+            let prefill_top = &prefill_tops[k].1;
+            if prefill_top.is_empty() {
+                continue;
+            }
+            // Decode workers under t (strict, on the rounded tpot), by layout in string order.
+            groups.iter_mut().for_each(Vec::clear);
+            let mut under = 0;
+            for (i, d) in decode.iter().enumerate() {
+                if d.row.tpot < t * 1.0 && d.row.tpot > t * 0.0 {
+                    groups[group_of[i]].push(i);
+                    under += 1;
                 }
-                // Under the TPOT sweep the set only grows with t (the prefill
-                // side does not depend on it): as many workers as at the
-                // previous t is the same deployments again, all repeats.
-                if growing && under == last_under {
-                    continue;
-                }
-                last_under = under;
-                let mut best: Vec<((usize, usize), DisaggCandidate)> = Vec::new();
-                for members in groups.iter().filter(|m| !m.is_empty()) {
-                    let rates: Vec<f64> = members.iter().map(|&i| decode[i].row.seq_per_s_per_gpu).collect();
-                    let mut top: Option<(f64, u64, (usize, usize), DisaggCandidate)> = None;
-                    for k in pandas_order(&rates, false).into_iter().take(MAX_DECODE_ROWS_PER_LAYOUT) {
-                        let di = members[k];
-                        let d = &decode[di].row;
-                        for &pi in prefill_top {
-                            let p = &prefill[pi].row;
-                            if require_same_tp && p.worker.parallel.tp != d.worker.parallel.tp {
-                                continue;
-                            }
-                            let pair = *matched[pi * decode.len() + di].get_or_insert_with(|| {
-                                let key = (p.gpus(), d.gpus());
-                                let counts = counts_of
-                                    .entry(key)
-                                    .or_insert_with(|| worker_counts(key.0, key.1, &space.deployments));
-                                match_workers(p, d, counts)
-                            });
-                            let Some((np, nd)) = pair else { continue };
-                            let (estimate, tps_gpu) = combine(p, np, d, nd, workload);
-                            let gpus = estimate.num_total_gpus;
-                            // Python's max over (tokens/s/gpu, -gpus): the first maximum.
-                            let better = match &top {
-                                None => true,
-                                Some((b_tps, b_gpus, ..)) => tps_gpu > *b_tps || (tps_gpu == *b_tps && gpus < *b_gpus),
-                            };
-                            if better {
-                                top = Some((tps_gpu, gpus, (pi, di), DisaggCandidate { estimate }));
-                            }
+            }
+            // Under the TPOT sweep the set only grows with t (the prefill
+            // side does not depend on it): as many workers as at the
+            // previous t is the same deployments again, all repeats.
+            if growing && under == last_under {
+                continue;
+            }
+            last_under = under;
+            let mut best: Vec<((usize, usize), DisaggCandidate)> = Vec::new();
+            for members in groups.iter().filter(|m| !m.is_empty()) {
+                let rates: Vec<f64> = members.iter().map(|&i| decode[i].row.seq_per_s_per_gpu).collect();
+                let mut top: Option<(f64, u64, (usize, usize), DisaggCandidate)> = None;
+                for k in pandas_order(&rates, false).into_iter().take(MAX_DECODE_ROWS_PER_LAYOUT) {
+                    let di = members[k];
+                    let d = &decode[di].row;
+                    for &pi in prefill_top {
+                        let p = &prefill[pi].row;
+                        if require_same_tp && p.worker.parallel.tp != d.worker.parallel.tp {
+                            continue;
+                        }
+                        let pair = *matched[pi * decode.len() + di].get_or_insert_with(|| {
+                            let key = (p.gpus(), d.gpus());
+                            let counts =
+                                counts_of.entry(key).or_insert_with(|| worker_counts(key.0, key.1, &space.deployments));
+                            match_workers(p, d, counts)
+                        });
+                        let Some((np, nd)) = pair else { continue };
+                        let (estimate, tps_gpu) = combine(p, np, d, nd, workload);
+                        let gpus = estimate.num_total_gpus;
+                        // Python's max over (tokens/s/gpu, -gpus): the first maximum.
+                        let better = match &top {
+                            None => true,
+                            Some((b_tps, b_gpus, ..)) => tps_gpu > *b_tps || (tps_gpu == *b_tps && gpus < *b_gpus),
+                        };
+                        if better {
+                            top = Some((tps_gpu, gpus, (pi, di), DisaggCandidate { estimate }));
                         }
                     }
-                    if let Some((_, _, key, candidate)) = top {
-                        best.push((key, candidate));
-                    }
                 }
-                let tps: Vec<f64> = best.iter().map(|(_, c)| c.estimate.tokens_per_s_per_gpu).collect();
-                for k in pandas_order(&tps, false).into_iter().take(TOP_K) {
-                    // drop_duplicates: a deployment's row is a function of its worker pair.
-                    if seen.insert(best[k].0) {
-                        found.push(best[k].1.clone());
-                    }
+                if let Some((_, _, key, candidate)) = top {
+                    best.push((key, candidate));
+                }
+            }
+            let tps: Vec<f64> = best.iter().map(|(_, c)| c.estimate.tokens_per_s_per_gpu).collect();
+            for k in pandas_order(&tps, false).into_iter().take(TOP_K) {
+                // drop_duplicates: a deployment's row is a function of its worker pair.
+                if seen.insert(best[k].0) {
+                    found.push(best[k].1.clone());
                 }
             }
         }
