@@ -231,7 +231,8 @@ def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple
             args["gpus"],
             args["system"],
             backend=args["backend"],
-            backend_version=args["version"],
+            # 'latest': no version, so each role resolves its system's newest (experiments.md 1.3).
+            backend_version=None if args["version"] == "latest" else args["version"],
             database_mode="SILICON",
             isl=args["isl"],
             osl=args["osl"],
@@ -336,7 +337,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gpus", type=int)
     ap.add_argument("--system")
     ap.add_argument("--backend")
-    ap.add_argument("--version")
+    ap.add_argument("--version", help="the backend version, or 'latest' (the spec's None: each role's newest)")
     ap.add_argument("--isl", type=int)
     ap.add_argument("--osl", type=int)
     ap.add_argument("--prefix", type=int, default=0)

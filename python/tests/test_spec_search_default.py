@@ -64,7 +64,7 @@ CLUSTER = "tokens/s/gpu_cluster"
 
 #: The options of a case's meta.json args that the estimates (and run_search's ``options``) take.
 ESTIMATE_OPTION_KEYS = ("nextn", "nextn_accepted", "max_seq_len", "free_gpu_memory_fraction",
-                        "image_height", "image_width", "num_images", "enable_encoder_dp")
+                        "image_height", "image_width", "num_images", "enable_encoder_dp", "decode_system")
 
 def _meta(case: str) -> dict:
     return json.loads((SEARCH / case / "meta.json").read_text())

@@ -461,7 +461,7 @@ def test_memory_options_are_checked():
         step_latency(DENSE, DENSE_DB, "context", 8, 1, 1024, 128, options={"max_seq_len": 0})
     with pytest.raises(ValueError, match=r"valid options: .*, comm_quant, free_gpu_memory_fraction, max_seq_len, "
                                          r"nextn, nextn_accepted, image_height, image_width, num_images, "
-                                         r"enable_encoder_dp$"):  # fmt: skip
+                                         r"enable_encoder_dp, decode_system$"):  # fmt: skip
         estimate_agg(**call, options={"max_num_tokens": 8192})
     # the bounds themselves are accepted; None and "" are unset
     plain = estimate_agg(**call)
@@ -842,7 +842,7 @@ def test_searches_check_the_mtp_options_first():
                           ({"nextn": 1, "nextn_accepted": 1.5}, r"^nextn_accepted \(1\.5\) must be within"),
                           ({"nextn": 1, "nextn_accepted": 0.5, "kvcache_quant": "fp8"},
                            r"^the searches take the options nextn, nextn_accepted, max_seq_len, "
-                           r"free_gpu_memory_fraction, image_height, image_width, num_images, enable_encoder_dp only, "
+                           r"free_gpu_memory_fraction, image_height, image_width, num_images, enable_encoder_dp, decode_system only, "
                            r"not kvcache_quant$"),
                           ({"max_seq_len": 0}, r"^option max_seq_len = 0 must be a positive integer$"),
                           ({"free_gpu_memory_fraction": 1.5}, r"^option free_gpu_memory_fraction = 1.5 must be"),

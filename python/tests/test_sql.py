@@ -99,7 +99,7 @@ def test_settings_are_checked_where_they_are_read(ctx):
         ctx.sql(f"SELECT gemm_latency('{SEED_DB}', 'fp8_block', 1, 1280, 5120)").collect()
     listed = rows(ctx, "SELECT name FROM information_schema.df_settings WHERE name LIKE 'aic.%' ORDER BY name")
     assert [r["name"] for r in listed] == [
-        "aic.backend", "aic.comm_quant", "aic.enable_chunked_prefill", "aic.enable_encoder_dp", "aic.fmha_quant",
+        "aic.backend", "aic.comm_quant", "aic.decode_system", "aic.enable_chunked_prefill", "aic.enable_encoder_dp", "aic.fmha_quant",
         "aic.free_gpu_memory_fraction", "aic.gemm_quant", "aic.image_height", "aic.image_width", "aic.kvcache_quant",
         "aic.max_seq_len", "aic.moe_quant", "aic.nextn", "aic.nextn_accepted", "aic.num_images", "aic.on_miss",
         "aic.request_latency", "aic.shared_layer", "aic.strict_sla", "aic.top_n", "aic.version"]
@@ -288,3 +288,25 @@ def test_search_functions_agree_on_both_paths(ctx, fn):
     assert rust.num_rows == {"search_agg": 341, "search_disagg": 24, "search_default": 2}[fn]
     assert rust.schema.equals(py.schema)
     assert rust.to_pylist() == py.to_pylist()
+
+
+def test_a_decode_system_is_priced_alike_on_both_paths(ctx):
+    """estimate_disagg's decode_system (option and setting) and the searches' aic.decode_system:
+    the same numbers and databases from the Rust and the Python functions (the spec's own frames are
+    tests/goldens/search/*_decode_system)."""
+    args = ("'meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm', 1, 1, 1, 1, 256, 1, 256, 256, 128, "
+            "named_struct('decode_system', 'gb300')")
+    row = rows(ctx, f"SELECT estimate_disagg({args}) AS r, py_estimate_disagg({args}) AS p")[0]
+    assert row["r"] == row["p"]
+    assert (row["r"]["decode_system"], row["r"]["decode_version"], row["r"]["version"]) == ("gb300", "0.27.0", "0.24.0")
+    assert row["r"]["tokens_per_s_per_gpu"] == 17533.094
+    ctx.sql("SET aic.decode_system = 'gb300'").collect()
+    call = "('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm', 4, 256, 256, 128, 1500, 50)"
+    rust = rows(ctx, f"SELECT * FROM search_disagg{call}")
+    python = rows(ctx, f"SELECT * FROM py_search_disagg{call}")
+    assert rust == python and len(rust) == 14
+    assert {(r["decode_system"], r["decode_version"]) for r in rust} == {("gb300", "0.27.0")}
+    for fn in ("estimate_agg", "py_estimate_agg"):
+        with pytest.raises(Exception, match=f"{fn.removeprefix('py_')}: option decode_system is for estimate_disagg"):
+            ctx.sql(f"SELECT {fn}('Qwen/Qwen3-32B', 'h200_sxm/trtllm/1.3.0rc23', 1, 1, 1024, 256, "
+                    "named_struct('decode_system', 'h100_sxm'))").collect()

@@ -41,7 +41,7 @@ fn normalised(key: &str, value: &str) -> Option<String> {
     let t = value.trim();
     let l = t.to_ascii_lowercase();
     match key {
-        "backend" => Some(t.to_string()),
+        "backend" | "decode_system" => Some(t.to_string()),
         "version" => (!t.is_empty()).then(|| t.to_string()),
         "on_miss" => ["null", "error"].contains(&l.as_str()).then_some(l),
         "shared_layer" | "strict_sla" | "enable_chunked_prefill" => match l.as_str() {
@@ -114,6 +114,7 @@ fn value_for(rng: &mut Rng, key: &str) -> String {
     let w = world();
     let valid: Vec<String> = match key {
         "backend" => w.backends.iter().cloned().chain(["".into(), " sglang ".into()]).collect(),
+        "decode_system" => w.systems.iter().cloned().chain(["".into(), " h200_sxm ".into(), "nosuch".into()]).collect(),
         "version" => w.versions.iter().cloned().chain(["latest".into(), "LATEST".into(), " 0.19.0 ".into()]).collect(),
         "on_miss" => ["null", "error", "NULL", " Error ", "eRrOr"].map(String::from).to_vec(),
         "top_n" => ["1", "5", "10", " 3 ", "1000", "0", "1001", "-1", "2.5"].map(String::from).to_vec(),
@@ -188,6 +189,7 @@ fn fuzz_settings(seed: u64, budget: std::time::Duration) {
         "strict_sla",
         "enable_chunked_prefill",
         "request_latency",
+        "decode_system",
         "gemm_quant",
         "moe_quant",
         "kvcache_quant",

@@ -125,6 +125,18 @@ impl StaticRow {
 impl Server<'_> {
     /// Prices `q` on this server for both sides (one database).
     pub fn estimate_disagg(&mut self, q: &DisaggQuery) -> Result<DisaggEstimate, ServingError> {
+        self.estimate_disagg_with(None, q)
+    }
+
+    /// Prices `q` with the prefill workers on this server and the decode
+    /// workers on `decode` (the spec's `decode_system_name`: each role reads
+    /// its own system's data and memory, docs/spec/experiments.md 1.4);
+    /// `None`: both here.
+    pub fn estimate_disagg_with(
+        &mut self,
+        decode: Option<&mut Server<'_>>,
+        q: &DisaggQuery,
+    ) -> Result<DisaggEstimate, ServingError> {
         for (value, name) in [
             (q.prefill_batch, "prefill_batch"),
             (q.prefill_workers, "prefill_workers"),
@@ -138,14 +150,41 @@ impl Server<'_> {
             }
         }
         let prefill = self.prefill_row(&q.prefill, q.prefill_batch, q.prefill_workers, q.isl, q.osl, q.prefix)?;
-        let decode = self.decode_row(&q.decode, q.decode_batch, q.decode_workers, q.isl, q.osl, q.prefix)?;
+        let (decode, decode_system) = match decode {
+            Some(server) => {
+                self.check_decode_role(server)?;
+                let row = server.decode_row(&q.decode, q.decode_batch, q.decode_workers, q.isl, q.osl, q.prefix)?;
+                (row, Some(server.system.system.clone()))
+            }
+            None => (self.decode_row(&q.decode, q.decode_batch, q.decode_workers, q.isl, q.osl, q.prefix)?, None),
+        };
         if !prefill.fits || !decode.fits {
+            let on = match decode_system.filter(|d| *d != self.system.system) {
+                Some(d) => format!("prefill system '{}' or decode system '{d}'", self.system.system),
+                None => format!("system '{}'", self.system.system),
+            };
             return Err(ServingError::OutOfMemory(format!(
-                "OOM: the model '{}' does not fit in GPU memory on system '{}' with the given parallelism. Try increasing tp_size/pp_size, using a quantized model, or using a system with more VRAM per GPU.",
-                self.model, self.system.system
+                "OOM: the model '{}' does not fit in GPU memory on {on} with the given parallelism. Try increasing tp_size/pp_size, using a quantized model, or using a system with more VRAM per GPU.",
+                self.model
             )));
         }
         Ok(combine(&prefill, q.prefill_workers, &decode, q.decode_workers, (q.isl, q.osl, q.prefix)).0)
+    }
+
+    /// A decode role on another server prices the same model on the same
+    /// backend (the spec's disagg task has one model path and one backend
+    /// name for both roles).
+    pub(crate) fn check_decode_role(&self, decode: &Server<'_>) -> Result<(), ServingError> {
+        if decode.model != self.model || decode.backend != self.backend {
+            return Err(ServingError::input(format!(
+                "disagg: the decode role prices {} on {}, the prefill role {} on {}: a disaggregated deployment runs one model on one backend",
+                decode.model,
+                decode.backend.name(),
+                self.model,
+                self.backend.name()
+            )));
+        }
+        Ok(())
     }
 
     /// The prefill worker: one static context pass of `batch` requests,

@@ -25,6 +25,15 @@ fn r3(x: f64) -> f64 {
     np_round(x, 3)
 }
 
+/// A server as the spec's search task resolves its role's quant modes.
+fn role(s: aicsql_serving::Server<'_>) -> aicsql_serving::Server<'_> {
+    match s.search_role() {
+        Ok(Some(role)) => role,
+        Ok(None) => s,
+        Err(e) => panic!("search role: {e}"),
+    }
+}
+
 #[test]
 fn every_single_worker_search_candidate() {
     let dir = data_dir();
@@ -41,7 +50,10 @@ fn every_single_worker_search_candidate() {
         let meta: serde_json::Value =
             serde_json::from_reader(File::open(case.join("meta.json")).expect("meta.json")).expect("meta.json is JSON");
         let args = &meta["args"];
-        let mut server = common::case_server(&tree, args);
+        // Each role as the spec's search task resolves its quant modes (the
+        // estimate path lacks the task's GPT-OSS-on-Blackwell rule).
+        let mut server = role(common::case_server(&tree, args));
+        let mut decode_server = common::case_decode_server(&tree, args).map(role);
         let (kv_sizing, _) = common::case_kv_options(args);
         let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let mut case_checked = 0;
@@ -121,7 +133,7 @@ fn every_single_worker_search_candidate() {
                 "{name} disagg {prefill} x{} / {decode} x{} bs {}",
                 q.prefill_workers, q.decode_workers, q.decode_batch
             );
-            let e = match server.estimate_disagg(&q) {
+            let e = match server.estimate_disagg_with(decode_server.as_mut(), &q) {
                 Ok(e) => e,
                 Err(err) => {
                     failures.push(format!("{id}: {err}"));

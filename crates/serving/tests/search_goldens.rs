@@ -110,7 +110,7 @@ fn side(row: &mut Row, s: &str, w: &WorkerEstimate, server: &Server) {
     }
 }
 
-fn disagg_row(c: &DisaggCandidate, model: &str, server: &Server, cluster: f64) -> Row {
+fn disagg_row(c: &DisaggCandidate, model: &str, server: &Server, decode_server: &Server, cluster: f64) -> Row {
     let e = &c.estimate;
     let mut row: Row = [
         ("model", t(model)),
@@ -142,7 +142,7 @@ fn disagg_row(c: &DisaggCandidate, model: &str, server: &Server, cluster: f64) -
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     side(&mut row, "p", &e.prefill, server);
-    side(&mut row, "d", &e.decode, server);
+    side(&mut row, "d", &e.decode, decode_server);
     row
 }
 
@@ -214,6 +214,7 @@ fn every_search_golden_case() {
         let f = |k: &str| a[k].as_f64().unwrap_or_else(|| panic!("meta args.{k}"));
         let model = s("model");
         let mut server = common::case_server(&tree, a);
+        let mut decode_server = common::case_decode_server(&tree, a);
         let (kv_sizing, chunked_prefill) = common::case_kv_options(a);
         let q = SearchQuery {
             total_gpus: u("gpus"),
@@ -230,19 +231,21 @@ fn every_search_golden_case() {
             request_latency_ms: a["request_latency"].as_f64(),
         };
         let started = std::time::Instant::now();
-        let result = server.search_default(&q).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let result = server.search_default_with(decode_server.as_mut(), &q).unwrap_or_else(|e| panic!("{name}: {e}"));
         println!(
             "{name}: searched in {:.1} ms (spec: {} s)",
             started.elapsed().as_secs_f64() * 1e3,
             meta["spec_seconds"]
         );
         // Layouts priced on two threads (each its own server): the same result.
-        let parallel =
-            server.search_default(&SearchQuery { threads: 2, ..q }).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let parallel = server
+            .search_default_with(decode_server.as_mut(), &SearchQuery { threads: 2, ..q })
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(parallel == result, "{name}: two threads give another result");
         let (Some(agg), Some(disagg)) = (&result.agg, &result.disagg) else { panic!("{name}: a mode is missing") };
         check(&name, agg, case, "agg", |c, k| agg_row(c, &model, &server, k), &mut failures);
-        check(&name, disagg, case, "disagg", |c, k| disagg_row(c, &model, &server, k), &mut failures);
+        let decode_role = decode_server.as_ref().unwrap_or(&server);
+        check(&name, disagg, case, "disagg", |c, k| disagg_row(c, &model, &server, decode_role, k), &mut failures);
         let chosen = result.chosen.map(|m| m.name().to_string());
         if chosen.as_deref() != meta["chosen_exp"].as_str() {
             failures.push(format!("{name}: chosen {chosen:?}, spec {}", meta["chosen_exp"]));

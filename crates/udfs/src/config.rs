@@ -60,6 +60,9 @@ pub struct AicOptions {
     /// A search's end-to-end request-latency target in ms (the spec's
     /// `--request-latency`; `None`: the TPOT sweep).
     pub request_latency_ms: Option<f64>,
+    /// The system of a disaggregated deployment's decode workers (the
+    /// spec's `--decode-system`; empty: the prefill's).
+    pub decode_system: String,
     /// Quant modes in place of the checkpoint's (`aic.gemm_quant` ...
     /// `aic.comm_quant`; empty: the checkpoint's), under a row's options.
     pub quant: QuantOverrides,
@@ -87,6 +90,7 @@ impl Default for AicOptions {
             strict_sla: false,
             enable_chunked_prefill: false,
             request_latency_ms: None,
+            decode_system: String::new(),
             quant: QuantOverrides::default(),
             kv_sizing: KvSizing::default(),
             nextn: NextN::Off,
@@ -99,7 +103,7 @@ impl Default for AicOptions {
 /// The largest `aic.top_n` (a search keeps one best config per layout).
 const MAX_TOP_N: usize = 1000;
 
-const DESCRIPTIONS: [(&str, &str); 21] = [
+const DESCRIPTIONS: [(&str, &str); 22] = [
     (
         "backend",
         "Backend used when a database argument names only a system, e.g. 'vllm'. Empty: the argument must name it.",
@@ -125,6 +129,10 @@ const DESCRIPTIONS: [(&str, &str); 21] = [
     (
         "request_latency",
         "A search's end-to-end request-latency target in ms (the spec's cli default --request-latency): the sweeps run (TTFT, TPOT) pairs under it instead of the TPOT list, the Pareto front is against request latency and the best configs are those within it (the search's tpot_ms is then unused). Empty or 0 (default): none.",
+    ),
+    (
+        "decode_system",
+        "The system of a disaggregated deployment's decode workers (the spec's --decode-system), e.g. 'b200_sxm': estimate_disagg, search_disagg, search_default and search_best price prefill workers on the database's system and decode workers on this one, each with its own data, memory and search lists, on the same backend, at the same version when the database names one and at the decode system's latest otherwise. Empty (default): the database's system.",
     ),
     (
         "gemm_quant",
@@ -228,6 +236,7 @@ impl ExtensionOptions for AicOptions {
         let value = value.trim();
         match key {
             "backend" => self.backend = value.to_string(),
+            "decode_system" => self.decode_system = value.to_string(),
             "version" => {
                 if value.is_empty() {
                     return config_err!("aic.version cannot be empty; use 'latest' or a version such as '0.19.0'");
@@ -343,6 +352,7 @@ impl ExtensionOptions for AicOptions {
                     "strict_sla" => self.strict_sla.to_string(),
                     "enable_chunked_prefill" => self.enable_chunked_prefill.to_string(),
                     "request_latency" => self.request_latency_ms.map(|ms| ms.to_string()).unwrap_or_default(),
+                    "decode_system" => self.decode_system.clone(),
                     "gemm_quant" => self.quant.gemm.map(|q| q.name().to_string()).unwrap_or_default(),
                     "moe_quant" => self.quant.moe.map(|q| q.name().to_string()).unwrap_or_default(),
                     "kvcache_quant" => self.quant.kv.map(|q| q.name().to_string()).unwrap_or_default(),
@@ -395,6 +405,7 @@ mod tests {
                 "aic.strict_sla",
                 "aic.enable_chunked_prefill",
                 "aic.request_latency",
+                "aic.decode_system",
                 "aic.gemm_quant",
                 "aic.moe_quant",
                 "aic.kvcache_quant",

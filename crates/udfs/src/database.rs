@@ -99,3 +99,64 @@ pub fn resolve(function: &str, tree: &DataTree, arg: &str, options: &AicOptions)
 fn invalid(function: &str, message: String) -> DataFusionError {
     DataFusionError::Execution(format!("{function}: {message}"))
 }
+
+/// The database argument of a disaggregated deployment's decode role on
+/// `decode_system` (the spec's `--decode-system`,
+/// docs/spec/experiments.md 1.3): the prefill's backend; the prefill's
+/// version when the call named one (in `arg` or `aic.version`), else
+/// `latest`, the decode system's own, as each role of the spec's task
+/// resolves `None`. `None` when `decode_system` is empty or the prefill's
+/// system: the deployment is not heterogeneous.
+pub fn decode_database_arg(arg: &str, prefill: &Database, decode_system: &str, options: &AicOptions) -> Option<String> {
+    let decode_system = decode_system.trim();
+    if decode_system.is_empty() || decode_system == prefill.system {
+        return None;
+    }
+    let named = arg.split('/').nth(2).unwrap_or(options.version.as_str());
+    let version = if named == "latest" { "latest" } else { prefill.version.as_str() };
+    Some(format!("{decode_system}/{}/{version}", prefill.backend))
+}
+
+/// What an error about the decode role's database adds: which setting
+/// named the system.
+pub fn decode_system_note(decode_system: &str) -> String {
+    format!(" (the decode workers' system, decode_system = '{}')", decode_system.trim())
+}
+
+/// An error about the decode role's database, saying so.
+pub fn on_decode_system(e: DataFusionError, decode_system: &str) -> DataFusionError {
+    let note = decode_system_note(decode_system);
+    match e {
+        DataFusionError::Execution(m) => DataFusionError::Execution(m + &note),
+        DataFusionError::Plan(m) => DataFusionError::Plan(m + &note),
+        e => e,
+    }
+}
+
+impl Database {
+    /// A resolved name, `system/backend/version`, back into its parts.
+    pub fn from_name(name: &str) -> Option<Database> {
+        let mut parts = name.splitn(3, '/');
+        let (system, backend, version) = (parts.next()?, parts.next()?, parts.next()?);
+        Some(Database { system: system.into(), backend: backend.into(), version: version.into() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_decode_role_keeps_a_named_version_and_resolves_latest_itself() {
+        let prefill = Database { system: "h200_sxm".into(), backend: "vllm".into(), version: "0.24.0".into() };
+        let o = AicOptions::default();
+        let arg = |a: &str, d: &str, o: &AicOptions| decode_database_arg(a, &prefill, d, o);
+        assert_eq!(arg("h200_sxm/vllm/0.24.0", "gb300", &o).as_deref(), Some("gb300/vllm/0.24.0"));
+        assert_eq!(arg("h200_sxm/vllm", "gb300", &o).as_deref(), Some("gb300/vllm/latest"));
+        assert_eq!(arg("h200_sxm/vllm/latest", " gb300 ", &o).as_deref(), Some("gb300/vllm/latest"));
+        let pinned = AicOptions { version: "0.24.0".into(), ..AicOptions::default() };
+        assert_eq!(arg("h200_sxm/vllm", "gb300", &pinned).as_deref(), Some("gb300/vllm/0.24.0"));
+        assert_eq!(arg("h200_sxm/vllm/0.24.0", "", &o), None);
+        assert_eq!(arg("h200_sxm/vllm/0.24.0", "h200_sxm", &o), None);
+    }
+}

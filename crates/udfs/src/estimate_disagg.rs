@@ -115,6 +115,8 @@ const FIELDS: &Schema = &[
     ("system", Kind::Text),
     ("backend", Kind::Text),
     ("version", Kind::Text),
+    ("decode_system", Kind::Text),
+    ("decode_version", Kind::Text),
     ("reason", Kind::Text),
 ];
 
@@ -167,7 +169,13 @@ fn side<'v>(w: &'v WorkerEstimate, label: &'v str) -> [Value<'v>; 16] {
     ]
 }
 
-fn push(out: &mut StructOut, e: &DisaggEstimate, server: &Server, bufs: &mut [String; 2]) -> Result<()> {
+fn push(
+    out: &mut StructOut,
+    e: &DisaggEstimate,
+    server: &Server,
+    decode: &Server,
+    bufs: &mut [String; 2],
+) -> Result<()> {
     let [pbuf, dbuf] = bufs;
     let plabel = write_label(pbuf, e.prefill.label());
     let dlabel = write_label(dbuf, e.decode.label());
@@ -187,16 +195,18 @@ fn push(out: &mut StructOut, e: &DisaggEstimate, server: &Server, bufs: &mut [St
         e.osl.into(),
         e.prefix.into(),
     ];
-    let tail: [Value; 7] = [
+    let tail: [Value; 9] = [
         server.comm_quant().name().into(),
         e.encoder_ms.into(),
         e.encoder_memory_gib.into(),
         server.system().into(),
         server.backend().name().into(),
         server.version().into(),
+        decode.system().into(),
+        decode.version().into(),
         Value::Null,
     ];
-    let mut row = [Value::Null; 53];
+    let mut row = [Value::Null; 55];
     row[..14].copy_from_slice(&head);
     row[14..30].copy_from_slice(&side(&e.prefill, plabel));
     row[30..46].copy_from_slice(&side(&e.decode, dlabel));
@@ -252,9 +262,11 @@ impl ScalarUDFImpl for EstimateDisagg {
                     out.push_null();
                     continue;
                 };
-                let (server, db_name) = servers.get_with(model, db, row_options.model(row)?)?;
-                match server.estimate_disagg(&q) {
-                    Ok(e) => push(&mut out, &e, server, &mut bufs)?,
+                let decode_system = row_options.decode_system(row);
+                let (server, db_name, mut decode) =
+                    servers.get_roles(model, db, decode_system, row_options.model(row)?)?;
+                match server.estimate_disagg_with(decode.as_deref_mut(), &q) {
+                    Ok(e) => push(&mut out, &e, server, decode.as_deref().unwrap_or(server), &mut bufs)?,
                     Err(e) if e.is_no_estimate() && options.on_miss == OnMiss::Null => {
                         out.push_reason(&e.to_string())?
                     }
@@ -282,7 +294,10 @@ impl ScalarUDFImpl for EstimateDisagg {
                  decode_*) the parallel label, batch, workers, requests/s per worker, memory per GPU and quant modes. \
                  A miss in either side, either side out of GPU memory, or a side the spec refuses (fp8_block \
                  experts split off the weight block) gives NULL fields and a reason (an error under \
-                 aic.on_miss = 'error').",
+                 aic.on_miss = 'error'). With a decode_system (option or SET aic.decode_system) the decode workers \
+                 run on that system, as cli_estimate's decode_system_name: their data, memory and capacity are \
+                 that system's; system / version name the prefill's database, decode_system / decode_version the \
+                 decode's.",
                 "estimate_disagg(model, db, prefill_parallel, prefill_batch, prefill_workers, decode_parallel, \
                  decode_batch, decode_workers, isl, osl [, prefix [, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep]] \
                  [, options])",
@@ -299,7 +314,10 @@ impl ScalarUDFImpl for EstimateDisagg {
 ```"#,
             )
             .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
-            .with_argument("db", "Database 'system/backend/version' of both sides.")
+            .with_argument(
+                "db",
+                "Database 'system/backend/version' of both sides (of the prefill side with a decode_system).",
+            )
             .with_argument("prefill_parallel", "Prefill workers' integer tp or parallel label (see estimate_agg).")
             .with_argument("prefill_batch", "Requests of one static prefill pass, >= 1.")
             .with_argument("prefill_workers", "Prefill workers, >= 1.")

@@ -44,10 +44,12 @@ enum Kind {
     Count,
     /// A boolean.
     Flag,
+    /// A system name (text).
+    System,
 }
 
 /// The options the functions take, in the order the reference lists them.
-const OPTIONS: [(&str, Kind); 13] = [
+const OPTIONS: [(&str, Kind); 14] = [
     ("gemm_quant", Kind::Quant),
     ("moe_quant", Kind::Quant),
     ("kvcache_quant", Kind::Quant),
@@ -61,7 +63,11 @@ const OPTIONS: [(&str, Kind); 13] = [
     ("image_width", Kind::Count),
     ("num_images", Kind::Count),
     ("enable_encoder_dp", Kind::Flag),
+    ("decode_system", Kind::System),
 ];
+
+/// The functions that price a disaggregated deployment's two roles.
+const DISAGG: [&str; 1] = ["estimate_disagg"];
 
 /// The options only the estimates take: the acceptance projection and the
 /// images a prefill encodes (a step prices one pass of the language model).
@@ -85,7 +91,10 @@ pub(crate) const OPTIONS_DOC: &str = "Optional, last: a STRUCT of the spec's opt
      of vision-language models (Qwen3-VL): image_height and image_width (pixels; 0: no image), num_images (per \
      request, default 1) and enable_encoder_dp (default true: each GPU encodes its share of the images with the \
      whole encoder; false shards the encoder over tp): the encoder runs before each prefill and every image \
-     adds its merged tokens to the sequence; other models ignore images, as the spec does. A NULL or absent \
+     adds its merged tokens to the sequence; other models ignore images, as the spec does. decode_system \
+     (estimate_disagg only): the system of the decode workers, e.g. 'b200_sxm' (each role reads its own \
+     system's data and memory; same backend, the database's version if it names one, else the decode \
+     system's latest). A NULL or absent \
      field takes the session's SET aic.<field> (default: the spec's); so does an empty mode name, as the spec \
      reads one. An unknown field, mode name or out-of-range value is an error; a mode the database has no data \
      for is a miss.";
@@ -107,7 +116,7 @@ fn check_fields(function: &str, fields: &Fields) -> std::result::Result<(), Stri
         };
         let t = field.data_type();
         let fits = match kind {
-            Kind::Quant => is_text(t),
+            Kind::Quant | Kind::System => is_text(t),
             Kind::Fraction => t.is_numeric() || t == &DataType::Null,
             Kind::Length => t.is_integer() || t == &DataType::Null,
             Kind::Depth => t.is_numeric() || is_text(t),
@@ -118,6 +127,7 @@ fn check_fields(function: &str, fields: &Fields) -> std::result::Result<(), Stri
         if !fits {
             let what = match kind {
                 Kind::Quant => "text (a mode name)",
+                Kind::System => "text (a system name)",
                 Kind::Fraction => "a number",
                 Kind::Length => "an integer",
                 Kind::Depth => "an integer or 'auto'",
@@ -156,6 +166,7 @@ enum Column {
     DepthText(StringArray),
     Count(Int64Array),
     Flag(BooleanArray),
+    System(StringArray),
 }
 
 /// The options a model is built with: one warm model per distinct set.
@@ -189,6 +200,8 @@ struct Given {
 pub(crate) struct Options {
     function: &'static str,
     defaults: RowOptions,
+    /// The session's `aic.decode_system` (empty: the prefill's system).
+    decode_system: String,
     /// Absent: every row takes the defaults.
     given: Option<Given>,
 }
@@ -208,7 +221,8 @@ impl Options {
             },
             kv_sizing: settings.kv_sizing,
         };
-        let Some(value) = value else { return Ok(Options { function, defaults, given: None }) };
+        let decode_system = settings.decode_system.clone();
+        let Some(value) = value else { return Ok(Options { function, defaults, decode_system, given: None }) };
         let (array, scalar): (ArrayRef, bool) = match value {
             ColumnarValue::Array(a) => (Arc::clone(a), false),
             ColumnarValue::Scalar(ScalarValue::Struct(s)) => (Arc::clone(s) as ArrayRef, true),
@@ -232,6 +246,12 @@ impl Options {
                 field.name()
             );
         }
+        if !DISAGG.contains(&function) && fields.iter().any(|f| f.name() == "decode_system") {
+            return exec_err!(
+                "{function}: option decode_system is for estimate_disagg (a disaggregated deployment's decode \
+                 workers); the searches read SET aic.decode_system"
+            );
+        }
         let mut columns = Vec::with_capacity(fields.len());
         for (field, values) in fields.iter().zip(structs.columns()) {
             let Some(&(name, kind)) = OPTIONS.iter().find(|(known, _)| known == field.name()) else {
@@ -239,7 +259,7 @@ impl Options {
             };
             let depth_as_text = kind == Kind::Depth && is_text(values.data_type());
             let target = match kind {
-                Kind::Quant => DataType::Utf8,
+                Kind::Quant | Kind::System => DataType::Utf8,
                 Kind::Depth if depth_as_text => DataType::Utf8,
                 Kind::Fraction | Kind::Depth | Kind::Accepted => DataType::Float64,
                 Kind::Length | Kind::Count => DataType::Int64,
@@ -256,11 +276,17 @@ impl Options {
                 Kind::Length => cast.as_any().downcast_ref::<Int64Array>().cloned().map(Column::Length),
                 Kind::Count => cast.as_any().downcast_ref::<Int64Array>().cloned().map(Column::Count),
                 Kind::Flag => cast.as_any().downcast_ref::<BooleanArray>().cloned().map(Column::Flag),
+                Kind::System => strings().map(Column::System),
             };
             let Some(column) = column else { return exec_err!("{function}: option {name} did not cast to {target}") };
             columns.push((name, column));
         }
-        Ok(Options { function, defaults, given: Some(Given { structs: structs.clone(), columns, scalar }) })
+        Ok(Options {
+            function,
+            defaults,
+            decode_system,
+            given: Some(Given { structs: structs.clone(), columns, scalar }),
+        })
     }
 
     /// The options of `row`: the row's fields over the defaults.
@@ -329,6 +355,25 @@ impl Options {
             accepted_in_range(function, &out.model)?;
         }
         Ok(out)
+    }
+
+    /// The decode workers' system of `row` (empty: the prefill's): the
+    /// row's `decode_system` field when set and not empty, else the
+    /// session's.
+    pub(crate) fn decode_system(&self, row: usize) -> &str {
+        let given = self.given.as_ref().and_then(|g| {
+            let row = if g.scalar { 0 } else { row };
+            if g.structs.is_null(row) {
+                return None;
+            }
+            g.columns.iter().find_map(|(name, column)| match column {
+                Column::System(values) if *name == "decode_system" && !values.is_null(row) => {
+                    Some(values.value(row)).filter(|v| !v.trim().is_empty())
+                }
+                _ => None,
+            })
+        });
+        given.unwrap_or(self.decode_system.as_str())
     }
 
     /// The model options of `row` (the functions that size no KV cache).

@@ -11,7 +11,7 @@ use aicsql_tables::DataTree;
 
 use crate::args::{constant_int, constant_number, constant_text};
 use crate::config::{AicOptions, OnMiss};
-use crate::database::resolve;
+use crate::database::{decode_database_arg, on_decode_system, resolve};
 use crate::errors::serving_error;
 
 /// Argument names in order, shared by `search_agg`, `search_disagg` and
@@ -27,6 +27,9 @@ pub fn signature(function: &str) -> String {
 /// empty result).
 pub(crate) struct SearchCall {
     pub server: Server<'static>,
+    /// The disagg experiment's decode workers' server under
+    /// `aic.decode_system` (`None`: `server`'s system).
+    pub decode: Option<Server<'static>>,
     pub model: String,
     pub db: String,
     pub query: SearchQuery,
@@ -84,22 +87,25 @@ pub(crate) fn search_call(
         return Ok(None);
     };
     let database = resolve(function, tree, &db, &options)?;
+    // The agg experiment runs on the database's system alone (experiments.md 1.1).
+    let disagg = function != crate::search_agg::NAME;
+    let decode_database = decode_database_arg(&db, &database, &options.decode_system, &options)
+        .filter(|_| disagg)
+        .map(|arg| resolve(function, tree, &arg, &options).map_err(|e| on_decode_system(e, &options.decode_system)))
+        .transpose()?;
     let db = database.name();
-    let server = Server::shared(
-        Arc::clone(tree),
-        &model,
-        &database.system,
-        &database.backend,
-        &database.version,
-        options.shared_layer,
-    )
     // MTP reaches every role of the search, as the spec's Task puts it in
-    // every role's model (docs/spec/options.md 2.5).
-    .and_then(|server| server.with_mtp(options.nextn, options.nextn_accepted))
-    // Images reach every agg point and prefill worker, and the decode
-    // workers' sequence lengths (options.md 4.9).
-    .and_then(|server| server.with_images(options.images))
-    .map_err(|e| serving_error(function, &model, &db, e))?;
+    // every role's model (docs/spec/options.md 2.5); images every agg point
+    // and prefill worker, and the decode workers' sequence lengths
+    // (options.md 4.9).
+    let build = |d: &crate::database::Database| {
+        Server::shared(Arc::clone(tree), &model, &d.system, &d.backend, &d.version, options.shared_layer)
+            .and_then(|server| server.with_mtp(options.nextn, options.nextn_accepted))
+            .and_then(|server| server.with_images(options.images))
+            .map_err(|e| serving_error(function, &model, &d.name(), e))
+    };
+    let server = build(&database)?;
+    let decode = decode_database.as_ref().map(build).transpose()?;
     let query = SearchQuery {
         total_gpus,
         isl,
@@ -116,7 +122,7 @@ pub(crate) fn search_call(
         // within the process's cap (an executor's share of cores per task).
         threads: crate::search_threads::search_threads(config),
     };
-    Ok(Some(SearchCall { server, model, db, query }))
+    Ok(Some(SearchCall { server, decode, model, db, query }))
 }
 
 /// Per candidate: whether it is on the frontier, and its best-config rank.

@@ -139,6 +139,7 @@ fn reason_or_error(e: ServingError, options: &AicOptions, model: &str, db: &str)
 
 fn run(
     server: &mut Server,
+    decode: Option<&mut Server>,
     which: Which,
     q: &SearchQuery,
 ) -> std::result::Result<(Best, Option<f64>, Option<f64>), ServingError> {
@@ -149,12 +150,12 @@ fn run(
             (b, t, None)
         }
         Which::Disagg => {
-            let b = best_disagg(&server.search_disagg(q)?);
+            let b = best_disagg(&server.search_disagg_with(decode, q)?);
             let t = b.throughput;
             (b, None, t)
         }
         Which::Default => {
-            let d = server.search_default(q)?;
+            let d = server.search_default_with(decode, q)?;
             let agg = d.agg.as_ref().map(best_agg);
             let disagg = d.disagg.as_ref().map(best_disagg);
             let (a, t) = (agg.as_ref().and_then(|b| b.throughput), disagg.as_ref().and_then(|b| b.throughput));
@@ -248,14 +249,15 @@ fn search_row(
         chunked_prefill: options.enable_chunked_prefill,
         request_latency_ms: options.request_latency_ms,
     };
-    let (server, db_name) = match servers.get(model, db) {
+    let model_options = servers.session_options();
+    let (server, db_name, decode) = match servers.get_roles(model, db, &options.decode_system, model_options) {
         Ok(found) => found,
         Err(crate::step_models::NoModel::Refused { reason, .. }) if options.on_miss == OnMiss::Null => {
             return Ok(Outcome::Reason(reason));
         }
         Err(e) => return Err(e.into()),
     };
-    match run(server, which, &q) {
+    match run(server, decode, which, &q) {
         Ok((best, agg, disagg)) => Ok(Outcome::Found(best, agg, disagg)),
         Err(e) => Ok(Outcome::Reason(reason_or_error(e, options, model, db_name)?)),
     }

@@ -158,8 +158,10 @@ impl RowsFunction for SearchDefault {
         let Some(mut call) = search_call(NAME, &self.tree, args, config)? else {
             return Ok(RecordBatch::new_empty(SearchDefault::schema()));
         };
-        let result =
-            call.server.search_default(&call.query).map_err(|e| serving_error(NAME, &call.model, &call.db, e))?;
+        let result = call
+            .server
+            .search_default_with(call.decode.as_mut(), &call.query)
+            .map_err(|e| serving_error(NAME, &call.model, &call.db, e))?;
         let columns = columns();
         let mut rows = Rows::new(&columns);
         if let Some(agg) = &result.agg {

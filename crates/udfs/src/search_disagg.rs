@@ -156,6 +156,10 @@ fn columns<'a>() -> Vec<Column<Line<'a>>> {
         required("system", Text(|r| Some(r.call.server.system()))),
         required("backend", Text(|r| Some(r.call.server.backend().name()))),
         required("version", Text(|r| Some(r.call.server.version()))),
+        // The decode workers' database (the prefill's unless aic.decode_system
+        // names another system, docs/spec/experiments.md 1).
+        required("decode_system", Text(|r| Some(r.call.decode.as_ref().unwrap_or(&r.call.server).system()))),
+        required("decode_version", Text(|r| Some(r.call.decode.as_ref().unwrap_or(&r.call.server).version()))),
         required("pareto", Bool(|r| Some(r.pareto))),
         col("best_rank", Int(|r| r.best_rank)),
     ]);
@@ -180,8 +184,10 @@ impl RowsFunction for SearchDisagg {
             return Ok(RecordBatch::new_empty(SearchDisagg::schema()));
         };
         let options = AicOptions::from_config(config)?;
-        let search =
-            call.server.search_disagg(&call.query).map_err(|e| serving_error(NAME, &call.model, &call.db, e))?;
+        let search = call
+            .server
+            .search_disagg_with(call.decode.as_mut(), &call.query)
+            .map_err(|e| serving_error(NAME, &call.model, &call.db, e))?;
         if let Some(reason) = &search.reason {
             empty_or_error(NAME, &call, reason, &options)?;
         }

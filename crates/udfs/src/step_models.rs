@@ -102,21 +102,67 @@ pub(crate) struct Models<T> {
 type Entry<T> = (String, String, ModelOptions, String, T);
 
 impl<T: Built> Models<T> {
-    /// The model for `(model, db)` with the session's quant modes, and the
-    /// resolved database name.
-    pub(crate) fn get(&mut self, model: &str, db: &str) -> Result<(&mut T, &str), NoModel> {
-        let options = ModelOptions {
+    /// The session's model options (a call without an options argument).
+    pub(crate) fn session_options(&self) -> ModelOptions {
+        ModelOptions {
             quant: self.options.quant,
             nextn: self.options.nextn,
             nextn_accepted: self.options.nextn_accepted,
             images: self.options.images,
-        };
-        self.get_with(model, db, options)
+        }
     }
 
-    /// [`Self::get`] with the model options `options` (a row's options over
+    /// The model for `(model, db)` with the model options `options` (a row's options over
     /// the session's).
     pub(crate) fn get_with(&mut self, model: &str, db: &str, options: ModelOptions) -> Result<(&mut T, &str), NoModel> {
+        let index = self.index(model, db, options)?;
+        let entry = &mut self.entries[index];
+        Ok((&mut entry.4, entry.3.as_str()))
+    }
+
+    /// The models of a disaggregated deployment's two roles: the prefill's
+    /// for `(model, db)` and, when `decode_system` makes the deployment
+    /// heterogeneous, the decode's on that system
+    /// ([`crate::database::decode_database_arg`]); the prefill's resolved
+    /// database name.
+    pub(crate) fn get_roles(
+        &mut self,
+        model: &str,
+        db: &str,
+        decode_system: &str,
+        options: ModelOptions,
+    ) -> Result<(&mut T, &str, Option<&mut T>), NoModel> {
+        let prefill = self.index(model, db, options)?;
+        let decode_arg = crate::database::Database::from_name(&self.entries[prefill].3)
+            .and_then(|resolved| crate::database::decode_database_arg(db, &resolved, decode_system, &self.options));
+        let Some(decode_arg) = decode_arg else {
+            let entry = &mut self.entries[prefill];
+            return Ok((&mut entry.4, entry.3.as_str(), None));
+        };
+        let decode = self.index(model, &decode_arg, options).map_err(|e| match e {
+            NoModel::Refused { reason, error } => NoModel::Refused {
+                reason: format!("{reason}{}", crate::database::decode_system_note(decode_system)),
+                error: crate::database::on_decode_system(error, decode_system),
+            },
+            broken => broken,
+        })?;
+        // Building the decode model may have started the set over.
+        let prefill = if self.entries[..].get(prefill).is_some_and(|e| e.0 == model && e.1 == db && e.2 == options) {
+            prefill
+        } else {
+            self.index(model, db, options)?
+        };
+        let [p, d] = self.entries.get_disjoint_mut([prefill, decode]).map_err(|_| {
+            NoModel::Broken(DataFusionError::Internal(format!(
+                "{}: the prefill and decode models of {model} share an entry ({db}, {decode_arg})",
+                self.function
+            )))
+        })?;
+        Ok((&mut p.4, p.3.as_str(), Some(&mut d.4)))
+    }
+
+    /// The entry of `(model, db, options)`, built if absent.
+    fn index(&mut self, model: &str, db: &str, options: ModelOptions) -> Result<usize, NoModel> {
         let hit = |e: &Entry<T>| e.0 == model && e.1 == db && e.2 == options;
         let index = match self.entries.get(self.last).filter(|e| hit(e)) {
             Some(_) => self.last,
@@ -160,8 +206,7 @@ impl<T: Built> Models<T> {
             },
         };
         self.last = index;
-        let entry = &mut self.entries[index];
-        Ok((&mut entry.4, entry.3.as_str()))
+        Ok(index)
     }
 }
 

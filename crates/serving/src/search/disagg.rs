@@ -56,6 +56,7 @@ impl Server<'_> {
         &mut self,
         q: &SearchQuery,
         space: &Space,
+        decode_server: Option<&mut Server<'_>>,
     ) -> Result<Sweep<DisaggCandidate>, ServingError> {
         let mut skipped = Vec::new();
         // The spec prices the prefill role first and gives up there, before
@@ -74,7 +75,11 @@ impl Server<'_> {
             return Ok(Sweep { candidates: Vec::new(), skipped, reason: Some(reason) });
         }
         let prefill_skips = skipped.len();
-        let decode = self.workers(q, &space.decode, &decode_batches(), false, &mut skipped)?;
+        // Decode workers on their own system's server (experiments.md 1.4).
+        let decode = match decode_server {
+            Some(server) => server.workers(q, &space.decode, &decode_batches(), false, &mut skipped)?,
+            None => self.workers(q, &space.decode, &decode_batches(), false, &mut skipped)?,
+        };
         if decode.is_empty() {
             let reason = no_workers("decode", &skipped[prefill_skips..]);
             return Ok(Sweep { candidates: Vec::new(), skipped, reason: Some(reason) });

@@ -218,27 +218,93 @@ pub struct DefaultSearch {
     pub chosen: Option<Mode>,
 }
 
-impl Server<'_> {
+/// The checkpoints the spec's search task runs at `w4a8_mxfp4_mxfp8` experts
+/// on a Blackwell-class TRT-LLM system (task_v2.py `_GPTOSS_BLACKWELL_MODELS`).
+const GPTOSS_BLACKWELL: [&str; 2] = ["openai/gpt-oss-120b", "openai/gpt-oss-20b"];
+
+impl<'a> Server<'a> {
+    /// This server as one role of the spec's search task, whose quant
+    /// resolution has a rule of its own that `cli_estimate` lacks
+    /// (docs/spec/experiments.md 1.5): GPT-OSS on TRT-LLM on a system of
+    /// SM 100 or newer runs its experts at `w4a8_mxfp4_mxfp8` unless the MoE
+    /// mode was given, decided per role by the role's system. `Some`: a fork
+    /// with that mode; `None`: the server as it is.
+    pub fn search_role(&self) -> Result<Option<Server<'a>>, ServingError> {
+        let overrides = self.step.quant_overrides();
+        let promoted = overrides.moe.is_none()
+            && self.backend == crate::backend::Backend::Trtllm
+            && GPTOSS_BLACKWELL.contains(&self.model.as_str())
+            && self.system.sm_version.is_some_and(|sm| sm >= 100);
+        if !promoted {
+            return Ok(None);
+        }
+        let overrides = aicsql_tables::step::QuantOverrides {
+            moe: Some(aicsql_tables::modes::MoeQuant::W4a8Mxfp4Mxfp8),
+            ..overrides
+        };
+        Ok(Some(self.fork()?.with_quant_overrides(overrides)?))
+    }
+
     /// The spec's agg experiment of `cli default`.
     pub fn search_agg(&mut self, q: &SearchQuery) -> Result<Search<AggCandidate>, ServingError> {
         q.check()?;
-        let space = self.space(q)?;
-        let sweep = self.sweep_agg(q, &space.agg)?;
+        let mut role = self.search_role()?;
+        let server = match role.as_mut() {
+            Some(role) => role,
+            None => self,
+        };
+        let space = server.space(q, None)?;
+        let sweep = server.sweep_agg(q, &space.agg)?;
         Ok(pick::finish(sweep, q))
     }
 
     /// The spec's disagg experiment of `cli default`.
     pub fn search_disagg(&mut self, q: &SearchQuery) -> Result<Search<DisaggCandidate>, ServingError> {
+        self.search_disagg_with(None, q)
+    }
+
+    /// The disagg experiment with its decode workers on `decode` (the
+    /// spec's `--decode-system`, docs/spec/experiments.md 1): prefill
+    /// workers are priced here, decode workers there, each role with its own
+    /// system's data, memory, quant rules and search lists; `None`: here too.
+    pub fn search_disagg_with(
+        &mut self,
+        decode: Option<&mut Server<'_>>,
+        q: &SearchQuery,
+    ) -> Result<Search<DisaggCandidate>, ServingError> {
         q.check()?;
-        let space = self.space(q)?;
-        let sweep = self.sweep_disagg(q, &space)?;
+        if let Some(d) = decode.as_deref() {
+            self.check_decode_role(d)?;
+        }
+        let mut prefill_role = self.search_role()?;
+        let prefill = match prefill_role.as_mut() {
+            Some(role) => role,
+            None => self,
+        };
+        let mut decode_role = decode.as_deref().map(Server::search_role).transpose()?.flatten();
+        let mut decode = match (decode_role.as_mut(), decode) {
+            (Some(role), _) => Some(role),
+            (None, d) => d,
+        };
+        let space = prefill.space(q, decode.as_deref())?;
+        let sweep = prefill.sweep_disagg(q, &space, decode.as_deref_mut())?;
         Ok(pick::finish(sweep, q))
     }
 
     /// `cli default`: agg, disagg (budgets of 2 GPUs and more), the chosen mode.
     pub fn search_default(&mut self, q: &SearchQuery) -> Result<DefaultSearch, ServingError> {
+        self.search_default_with(None, q)
+    }
+
+    /// [`Self::search_default`] with the disagg experiment's decode workers
+    /// on `decode` (the agg experiment always runs here, as the spec's).
+    pub fn search_default_with(
+        &mut self,
+        decode: Option<&mut Server<'_>>,
+        q: &SearchQuery,
+    ) -> Result<DefaultSearch, ServingError> {
         let agg = self.search_agg(q)?;
-        let disagg = if q.total_gpus >= 2 { Some(self.search_disagg(q)?) } else { None };
+        let disagg = if q.total_gpus >= 2 { Some(self.search_disagg_with(decode, q)?) } else { None };
         // A mode without candidates is an experiment the spec drops.
         let agg_best = (!agg.candidates.is_empty()).then_some(agg.best_throughput);
         let disagg_best = disagg.as_ref().filter(|s| !s.candidates.is_empty()).map(|s| s.best_throughput);
@@ -251,8 +317,11 @@ impl Server<'_> {
         Ok(DefaultSearch { agg: Some(agg), disagg, chosen })
     }
 
-    fn space(&mut self, q: &SearchQuery) -> Result<space::Space, ServingError> {
+    /// The search space; the decode lists are `decode`'s system's (this
+    /// one's when `None`).
+    fn space(&mut self, q: &SearchQuery, decode: Option<&Server<'_>>) -> Result<space::Space, ServingError> {
         let backend = self.backend;
+        let decode_spec = decode.map_or(&self.system, |d| &d.system);
         // Every family this crate prices declares context parallelism on
         // sglang, so the spec sweeps cp there.
         let cp = backend == crate::backend::Backend::Sglang;
@@ -260,6 +329,7 @@ impl Server<'_> {
             is_moe: self.step.is_moe(),
             backend,
             system: &self.system.system,
+            decode_system: &decode_spec.system,
             cp,
             total_gpus: q.total_gpus,
         }
@@ -269,10 +339,11 @@ impl Server<'_> {
         // would be another one. TRT-LLM's SM100 NVL72 all-to-all is the one
         // such dispatch left (no shipped system has 72 GPUs a node); refuse
         // the search by name should a system reach it.
-        let nvl72_sm100 = self.system.sm_version == Some(100) && self.system.num_gpus_per_node >= 72;
+        let nvl72_sm100 = |s: &aicsql_tables::SystemSpec| s.sm_version == Some(100) && s.num_gpus_per_node >= 72;
+        let alltoall = |p: &&Parallel| p.dp > 1 && p.moe_tp == Some(1);
         let needs_alltoall = backend == crate::backend::Backend::Trtllm
-            && nvl72_sm100
-            && space.agg.iter().chain(&space.prefill).chain(&space.decode).any(|p| p.dp > 1 && p.moe_tp == Some(1));
+            && ((nvl72_sm100(&self.system) && space.agg.iter().chain(&space.prefill).any(|p| alltoall(&p)))
+                || (nvl72_sm100(decode_spec) && space.decode.iter().any(|p| alltoall(&p))));
         if needs_alltoall {
             return Err(ServingError::input(format!(
                 "search: the spec's search space for {} on {} reaches TRT-LLM's SM100 NVL72 all-to-all MoE dispatch (attention dp > 1 at moe_tp 1), which the step does not price yet",

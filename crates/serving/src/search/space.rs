@@ -15,7 +15,11 @@ const X_NVL: [u32; 5] = [1, 2, 4, 8, 16];
 pub(crate) struct SpaceOf<'a> {
     pub is_moe: bool,
     pub backend: Backend,
+    /// The agg and prefill workers' system.
     pub system: &'a str,
+    /// The decode workers' system (the prefill's unless the deployment is
+    /// heterogeneous, docs/spec/experiments.md 1.6).
+    pub decode_system: &'a str,
     /// The model declares context parallelism on this backend.
     pub cp: bool,
     pub total_gpus: u32,
@@ -46,8 +50,9 @@ struct Lists {
 impl SpaceOf<'_> {
     pub fn build(&self) -> Space {
         let within = |v: &[u32]| v.iter().copied().filter(|&g| g <= self.total_gpus).collect::<Vec<u32>>();
-        let nvl = matches!(self.system, "gb200" | "gb300");
-        let lists = |cp_allowed: bool| {
+        // The dense widening is decided per role by its system's exact name.
+        let lists = |cp_allowed: bool, system: &str| {
+            let nvl = matches!(system, "gb200" | "gb300");
             let dense_gpus: &[u32] = if nvl { &X_NVL } else { &X };
             let cp = if cp_allowed && self.cp { X.to_vec() } else { vec![1] };
             if self.is_moe {
@@ -74,9 +79,9 @@ impl SpaceOf<'_> {
         let deployments =
             [1u64, 2, 4, 8].into_iter().chain((16..=128).step_by(8)).filter(|&g| g <= u64::from(cap)).collect();
         Space {
-            agg: self.enumerate(&lists(true)),
-            prefill: self.enumerate(&lists(true)),
-            decode: self.enumerate(&lists(false)),
+            agg: self.enumerate(&lists(true, self.system)),
+            prefill: self.enumerate(&lists(true, self.system)),
+            decode: self.enumerate(&lists(false, self.decode_system)),
             deployments,
         }
     }
@@ -130,13 +135,27 @@ mod tests {
     /// docs/spec/search.md 1.6: the goldens' layouts.
     #[test]
     fn golden_spaces() {
-        let dense = SpaceOf { is_moe: false, backend: Backend::Vllm, system: "h200_sxm", cp: false, total_gpus: 4 };
+        let dense = SpaceOf {
+            is_moe: false,
+            backend: Backend::Vllm,
+            system: "h200_sxm",
+            decode_system: "h200_sxm",
+            cp: false,
+            total_gpus: 4,
+        };
         let s = dense.build();
         assert_eq!(labels(&s.agg), ["tp1pp1dp1etp1ep1", "tp2pp1dp1etp1ep1", "tp4pp1dp1etp1ep1"]);
         assert_eq!(s.decode, s.agg);
         assert_eq!(s.deployments, [1, 2, 4]);
 
-        let moe = SpaceOf { is_moe: true, backend: Backend::Sglang, system: "gb200", cp: true, total_gpus: 8 };
+        let moe = SpaceOf {
+            is_moe: true,
+            backend: Backend::Sglang,
+            system: "gb200",
+            decode_system: "gb200",
+            cp: true,
+            total_gpus: 8,
+        };
         let s = moe.build();
         assert_eq!(s.agg.len(), 65);
         assert_eq!(
@@ -155,5 +174,24 @@ mod tests {
         assert_eq!(labels(&s.decode[..3]), ["tp1pp1dp1etp1ep1", "tp1pp1dp2etp1ep2", "tp1pp1dp2etp2ep1"]);
         assert_eq!(s.decode.last().map(|p| p.to_string()).as_deref(), Some("tp8pp1dp1etp8ep1"));
         assert_eq!(s.deployments, [1, 2, 4, 8]);
+    }
+
+    /// experiments.md 1.6: the dense GB200 / GB300 widening is per role.
+    #[test]
+    fn heterogeneous_roles_widen_apart() {
+        let of = |system, decode_system| SpaceOf {
+            is_moe: false,
+            backend: Backend::Trtllm,
+            system,
+            decode_system,
+            cp: false,
+            total_gpus: 16,
+        };
+        let s = of("h200_sxm", "gb200").build();
+        assert_eq!(labels(&s.prefill).last().map(String::as_str), Some("tp8pp1dp1etp1ep1"));
+        assert_eq!(labels(&s.agg), labels(&s.prefill));
+        assert_eq!(labels(&s.decode).last().map(String::as_str), Some("tp16pp1dp1etp1ep1"));
+        let s = of("gb300", "h100_sxm").build();
+        assert_eq!((s.prefill.len(), s.decode.len()), (5, 4));
     }
 }

@@ -94,9 +94,31 @@ pub fn text<'r>(row: &'r BTreeMap<String, Cell>, name: &str) -> &'r str {
 /// its `meta.json` args set (`nextn`: a depth or 'auto'; `nextn_accepted`;
 /// `image_height`, `image_width`, `num_images`, `enable_encoder_dp`).
 pub fn case_server<'a>(tree: &'a aicsql_tables::DataTree, args: &serde_json::Value) -> aicsql_serving::Server<'a> {
+    let system = args["system"].as_str().unwrap_or_else(|| panic!("meta args.system"));
+    role_server(tree, args, system)
+}
+
+/// The decode role's server of a case with `decode_system` (its own
+/// latest version when the case's version is 'latest', else the case's).
+pub fn case_decode_server<'a>(
+    tree: &'a aicsql_tables::DataTree,
+    args: &serde_json::Value,
+) -> Option<aicsql_serving::Server<'a>> {
+    args["decode_system"].as_str().map(|system| role_server(tree, args, system))
+}
+
+fn role_server<'a>(
+    tree: &'a aicsql_tables::DataTree,
+    args: &serde_json::Value,
+    system: &str,
+) -> aicsql_serving::Server<'a> {
     use aicsql_serving::{NextN, Server};
     let s = |k: &str| args[k].as_str().unwrap_or_else(|| panic!("meta args.{k}")).to_string();
-    let (model, system, backend, version) = (s("model"), s("system"), s("backend"), s("version"));
+    let (model, system, backend, mut version) = (s("model"), system.to_string(), s("backend"), s("version"));
+    if version == "latest" {
+        let entry = tree.databases().latest(&system, &backend).expect("sidecars read").expect("a latest version");
+        version = entry.version.clone();
+    }
     let nextn = match &args["nextn"] {
         serde_json::Value::Null => NextN::Off,
         serde_json::Value::String(t) => NextN::parse(t).unwrap_or_else(|e| panic!("meta args.nextn: {e}")),

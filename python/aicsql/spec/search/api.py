@@ -88,6 +88,7 @@ from ..step.options import (
     MTP_OPTIONS,
     NO_OVERRIDES,
     Options,
+    QuantOverrides,
     parse_options,
     settings_options,
 )
@@ -99,6 +100,7 @@ from .space import (
     enumerate_parallel,
     search_limits,
 )
+from ..serving.api import decode_database_text
 from .sweep import SweepError, sweep_agg, sweep_disagg
 
 __all__ = [
@@ -158,7 +160,7 @@ _DISAGG_COLUMNS = [
     ("tokens_per_s_per_gpu_cluster", CLUSTER, _F), ("num_total_gpus", "num_total_gpus", _I),
     *_side_columns("prefill_", "(p)"), *_side_columns("decode_", "(d)"),
     ("comm", "(p)comm", _S), ("system", "(p)system", _S), ("backend", "(p)backend", _S),
-    ("version", "(p)version", _S),
+    ("version", "(p)version", _S), ("decode_system", "(d)system", _S), ("decode_version", "(d)version", _S),
 ]  # fmt: skip
 
 _MARKS = [pa.field("pareto", _B, nullable=False), pa.field("best_rank", _I)]
@@ -260,7 +262,7 @@ def _target(name: str, v) -> float:
 
 
 #: The options the searches take (`cli_default`'s): MTP, TRT-LLM's KV-cache knobs and images.
-SEARCH_OPTIONS = MTP_OPTIONS + ("max_seq_len", "free_gpu_memory_fraction") + IMAGE_OPTIONS
+SEARCH_OPTIONS = MTP_OPTIONS + ("max_seq_len", "free_gpu_memory_fraction") + IMAGE_OPTIONS + ("decode_system",)
 
 
 def _search_options(options) -> Options:
@@ -280,6 +282,23 @@ def _search_options(options) -> Options:
     return parsed
 
 
+#: The checkpoints the spec's search task runs at w4a8_mxfp4_mxfp8 experts on a
+#: Blackwell-class TRT-LLM system (task_v2's ``_GPTOSS_BLACKWELL_MODELS``).
+GPTOSS_BLACKWELL = frozenset({"openai/gpt-oss-120b", "openai/gpt-oss-20b"})
+
+
+def search_role(tree, model: str, ctx, shared_layer: bool, nextn):
+    """``ctx`` as one role of the spec's search task, whose quant resolution
+    has a rule ``cli_estimate`` lacks (task_v2 ``_resolve_quant_modes``,
+    experiments.md 1.5): GPT-OSS on trtllm on a system of SM >= 100 (the
+    role's own) gets ``w4a8_mxfp4_mxfp8`` experts, the MoE mode not being
+    given (the searches take no quant overrides)."""
+    sm = ctx.kernels.system.sm_version
+    if model in GPTOSS_BLACKWELL and ctx.db.backend == "trtllm" and (sm if sm is not None else -1) >= 100:
+        return step_context(tree, model, ctx.db, shared_layer, QuantOverrides(moe="w4a8_mxfp4_mxfp8"), nextn)
+    return ctx
+
+
 def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix: int = 0, ttft_ms: float = 2000.0,
                tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False,
                modes: Sequence[str] = ("agg", "disagg"),
@@ -294,7 +313,9 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
     ``enable_chunked_prefill``: the agg sweep's budget list (module doc);
     ``request_latency_ms``: an end-to-end target (None or <= 0: none): the
     sweeps run (TTFT, TPOT) pairs and the picks rank by request latency
-    (docs/spec/experiments.md 3)."""
+    (docs/spec/experiments.md 3). ``options['decode_system']``: the disagg
+    experiment's decode workers run on that system (experiments.md 1), its
+    own latest version unless ``db`` or ``version`` names one."""
     parsed = _search_options(options)
     mtp, memory = parsed.mtp, parsed.memory
     if not isinstance(model, str):
@@ -322,6 +343,15 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
     ctx = step_context(s.tree, model, database, s.shared_layer, None, nextn)
     spec_model = ctx.model
     be, system = database.backend, database.system
+    # The decode role of the disagg experiment: its own system's database (experiments.md 1.3-1.4).
+    decode_text = decode_database_text(db, database, parsed.decode_system, s.version)
+    d_ctx = ctx
+    if decode_text is not None and "disagg" in modes and total_gpus >= 2:
+        d_database = s.tree.resolve(decode_text, s.backend, s.version)
+        d_ctx = step_context(s.tree, model, d_database, s.shared_layer, None, nextn)
+    # Each role's quant modes as the spec's search task resolves them.
+    ctx, d_ctx = search_role(s.tree, model, ctx, s.shared_layer, nextn), search_role(s.tree, model, d_ctx,
+                                                                                     s.shared_layer, nextn)
     results: Dict[str, ModeResult] = {}
 
     if "agg" in modes:
@@ -335,15 +365,15 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
         except SweepError as exc:
             results["agg"] = _failed("agg", f"{exc.kind}: {exc}")
     if "disagg" in modes and total_gpus >= 2:  # build_default_tasks: no disagg experiment below 2 GPUs
-        p_lists, d_lists = disagg_lists(spec_model.is_moe, be, system, system, total_gpus)
+        p_lists, d_lists = disagg_lists(spec_model.is_moe, be, system, d_ctx.db.system, total_gpus)
         p_tuples = enumerate_parallel(p_lists, spec_model.is_moe, be)
         d_tuples = enumerate_parallel(d_lists, spec_model.is_moe, be)
         try:
             # The decode role keeps the checkpoint's FMHA label (Task._resolve_quant_modes).
             sweep = sweep_disagg(ctx, model, p_tuples, d_tuples, isl, osl, prefix, limits,
                                  deployment_sizes(total_gpus), require_same_tp=(be == "sglang"),
-                                 decode_fmha_label=spec_model.quant.fmha, accepted=accepted,
-                                 images=parsed.images)  # fmt: skip
+                                 decode_fmha_label=d_ctx.model.quant.fmha, accepted=accepted,
+                                 images=parsed.images, decode_ctx=d_ctx)  # fmt: skip
             if sweep.rows:
                 results["disagg"] = _pick("disagg", sweep.rows, total_gpus, tpot, top_n, strict_sla,
                                           sweep.skipped, sweep.stats, latency)  # fmt: skip

@@ -408,16 +408,18 @@ def sweep_disagg(ctx: StepContext, model: str, prefill_tuples: Sequence[Parallel
                  decode_tuples: Sequence[Parallel6], isl: int, osl: int, prefix: int,
                  limits: Sequence[Tuple[float, float]], sizes: Sequence[int], require_same_tp: bool,
                  decode_fmha_label: Optional[str] = None, accepted: float = 0.0,
-                 images: ImageOptions = NO_IMAGES) -> SweepResult:  # fmt: skip
+                 images: ImageOptions = NO_IMAGES, decode_ctx: Optional[StepContext] = None) -> SweepResult:  # fmt: skip
     """``sweep_disagg`` (sweep:739-965) with the Task's defaults (search.md 3),
     per (TTFT, TPOT) limit of ``limits`` (`search_limits`);
     ``accepted``: the MTP acceptance projecting the decode rows (module doc);
-    ``images``: both roles' (the prefill batch list reads the text isl)."""
+    ``images``: both roles' (the prefill batch list reads the text isl);
+    ``decode_ctx``: the decode workers' system's context (experiments.md
+    1.4; None: ``ctx``)."""
     prefill_batches = list(range(1, max(PREFILL_MAX_BATCH_SIZE * isl, isl) // isl + 1))
     decode_batches = [b for b in DECODE_BATCH_SCHEDULE if b <= DECODE_MAX_NUM_TOKENS]
     prefill = disagg_workers(ctx, model, prefill_tuples, "prefill", prefill_batches, isl, osl, prefix,
                              images=images)  # fmt: skip
-    decode = disagg_workers(ctx, model, decode_tuples, "decode", decode_batches, isl, osl, prefix,
+    decode = disagg_workers(decode_ctx or ctx, model, decode_tuples, "decode", decode_batches, isl, osl, prefix,
                             decode_fmha_label, accepted, images)  # fmt: skip
     stats = {"prefill_rows": len(prefill.rows), "decode_rows": len(decode.rows), "t_with_result": 0,
              "rows_before_dedupe": 0}  # fmt: skip

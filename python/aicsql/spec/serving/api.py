@@ -110,7 +110,7 @@ from ..data import Database
 from ..limits import MAX_ISL, check_step
 from ..step.api import _int_arg, _pylist, _settings
 from ..step.engine import DeploymentRefused, StepContext, resolve_nextn, step_context
-from ..step.options import Options, options_over, parse_options
+from ..step.options import Options, options_over, parse_options, refuse_decode_system
 from .estimate import (
     Layout,
     ServingMiss,
@@ -177,7 +177,7 @@ DISAGG_SCHEMA = _schema(
     + _side("prefill_")
     + _side("decode_")
     + [("comm", _S), ("encoder_latency_ms", _F), ("encoder_memory_gib", _F)]
-    + [(n, _S) for n in ("system", "backend", "version", "reason")]
+    + [(n, _S) for n in ("system", "backend", "version", "decode_system", "decode_version", "reason")]
 )  # fmt: skip
 
 
@@ -311,12 +311,14 @@ class _Disagg:
             check_step(par.tp, batch, self.isl, self.osl, par.moe_tp, par.moe_ep, par.dp, par.pp, par.cp)
 
 
-def _disagg_row(ctx: StepContext, a: _Disagg, options: Options, accepted: float) -> dict:
-    # the memory knobs are ignored, as the spec's run_disagg has no such parameters (options.md 3.2)
+def _disagg_row(ctx: StepContext, a: _Disagg, options: Options, accepted: float,
+                decode_ctx: Optional[StepContext] = None) -> dict:  # fmt: skip
+    # the memory knobs are ignored, as the spec's run_disagg has no such parameters (options.md 3.2);
+    # decode_ctx: the decode workers' system's (experiments.md 1.4), None: ctx
     prefill = resolve_layout(ctx, *a.prefill)
-    decode = resolve_layout(ctx, *a.decode)
+    decode = resolve_layout(decode_ctx or ctx, *a.decode)
     return disagg_estimate(ctx, prefill, a.p_batch, a.p_workers, decode, a.d_batch, a.d_workers, a.isl, a.osl,
-                           a.prefix, accepted, options.images)  # fmt: skip
+                           a.prefix, accepted, options.images, decode_ctx)  # fmt: skip
 
 
 # ---- one call -------------------------------------------------------------------------------
@@ -352,11 +354,23 @@ class _Call:
             database = self._dbs[db] = self.s.tree.resolve(db, self.s.backend, self.s.version)
         return step_context(self.s.tree, model, database, self.s.shared_layer, self.options.quant, nextn), accepted
 
-    def row(self, fn, schema: pa.StructType, model, db, args) -> dict:
-        """``fn(ctx, args, options, accepted)``'s struct; a miss becomes
-        the reason (or ValueError)."""
+    def decode_context(self, model: str, db: str) -> Optional[StepContext]:
+        """The decode workers' context under the call's ``decode_system``
+        (None: not heterogeneous, `decode_database_text`)."""
+        database = self._dbs.get(db) or self.s.tree.resolve(db, self.s.backend, self.s.version)
+        text = decode_database_text(db, database, self.options.decode_system, self.s.version)
+        if text is None:
+            return None
+        return self.context(model, text)[0]
+
+    def row(self, fn, schema: pa.StructType, model, db, args, roles: bool = False) -> dict:
+        """``fn(ctx, args, options, accepted)``'s struct (``roles``: a
+        disaggregated deployment's, with the decode role's context too); a
+        miss becomes the reason (or ValueError)."""
         ctx, accepted = self.context(model, db)
         try:
+            if roles:
+                return fn(ctx, args, self.options, accepted, self.decode_context(model, db))
             return fn(ctx, args, self.options, accepted)
         except (ServingMiss, DeploymentRefused) as miss:
             if self.raise_on_miss:
@@ -364,6 +378,20 @@ class _Call:
             out = {name: None for name in schema.names}
             out["reason"] = str(miss)
             return out
+
+
+def decode_database_text(text: str, prefill: Database, decode_system: str, version: str) -> Optional[str]:
+    """The database of a disaggregated deployment's decode workers on
+    ``decode_system`` (experiments.md 1.3): the prefill's backend, its version
+    when the call named one (in ``text`` or the version setting), else
+    'latest', the decode system's own. None when ``decode_system`` is empty
+    or the prefill's system."""
+    decode_system = (decode_system or "").strip()
+    if not decode_system or decode_system == prefill.system:
+        return None
+    parts = text.split("/")
+    named = parts[2] if len(parts) >= 3 else version
+    return f"{decode_system}/{prefill.backend}/{'latest' if named == 'latest' else prefill.version}"
 
 
 def _plain(on_miss: str, shared_layer: bool, backend: str, version: str) -> Dict[str, str]:
@@ -378,6 +406,7 @@ def estimate_agg(model: str, db: str, parallel, batch: int, isl: int, osl: int, 
     fields; a miss or OOM is a dict whose only non-None field is ``reason``
     (ValueError under ``on_miss = 'error'``). ``options``: the spec's quant
     overrides, memory knobs, MTP and image options (module doc)."""
+    refuse_decode_system("estimate_agg", options)
     call = _Call(_plain(on_miss, shared_layer, backend, version), data, parse_options(options))
     return call.row(_agg_row, AGG_SCHEMA, model, db,
                     _Agg(model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep))  # fmt: skip
@@ -389,6 +418,7 @@ def estimate_memory(model: str, db: str, parallel, batch: int, isl: int, osl: in
                     options: Optional[Dict[str, object]] = None, data=None) -> dict:  # fmt: skip
     """The memory model of an aggregated estimate (``estimate_memory`` fields);
     ``options`` as `estimate_agg`'s."""
+    refuse_decode_system("estimate_memory", options)
     call = _Call(_plain(on_miss, shared_layer, backend, version), data, parse_options(options))
     return call.row(_memory_row, MEMORY_SCHEMA, model, db,
                     _Agg(model, db, parallel, batch, isl, osl, prefix, ctx_tokens, moe_tp, moe_ep))  # fmt: skip
@@ -406,7 +436,7 @@ def estimate_disagg(model: str, db: str, prefill_parallel, prefill_batch: int, p
     call = _Call(_plain(on_miss, shared_layer, backend, version), data, parse_options(options))
     args = _Disagg(model, db, prefill_parallel, prefill_batch, prefill_workers, decode_parallel, decode_batch,
                    decode_workers, isl, osl, prefix, prefill_moe_tp, prefill_moe_ep, decode_moe_tp, decode_moe_ep)
-    return call.row(_disagg_row, DISAGG_SCHEMA, model, db, args)
+    return call.row(_disagg_row, DISAGG_SCHEMA, model, db, args, roles=True)
 
 
 # ---- batches (the Rust bridge) -----------------------------------------------------------------
@@ -446,6 +476,10 @@ def _batch(name: str, settings, arrays, required: int, total: int, build, fn, sc
     if arrays and pa.types.is_struct(_type(arrays[-1])):
         given, arrays = _pylist(arrays[-1]), arrays[:-1]
     cols = _columns(name, arrays, required, total)
+    roles = name == "estimate_disagg"
+    if given and not roles:
+        for g in given:
+            refuse_decode_system(name, g or {})
     calls: Dict[tuple, _Call] = {(): call}
     memo: Dict[tuple, dict] = {}
     out: List[Optional[dict]] = []
@@ -464,7 +498,7 @@ def _batch(name: str, settings, arrays, required: int, total: int, build, fn, sc
         key = (row, options)
         value = memo.get(key)
         if value is None:
-            value = memo[key] = row_call.row(fn, schema, row[0], row[1], build(*row))
+            value = memo[key] = row_call.row(fn, schema, row[0], row[1], build(*row), roles)
         out.append(value)
     return _struct(out, schema)
 

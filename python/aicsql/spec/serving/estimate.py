@@ -615,9 +615,12 @@ def static_worker_row(w: "_Worker", mode: str, batch: int, isl: int, osl: int, p
     return row, oom
 
 
-def oom_message_disagg(model: str, system: str) -> str:
+def oom_message_disagg(model: str, system: str, decode_system: Optional[str] = None) -> str:
+    # _run_disagg_estimate names both systems when they differ
+    where = (f"prefill system '{system}' or decode system '{decode_system}'"
+             if decode_system and decode_system != system else f"system '{system}'")  # fmt: skip
     return (
-        f"OOM: the model '{model}' does not fit in GPU memory on system '{system}' "
+        f"OOM: the model '{model}' does not fit in GPU memory on {where} "
         f"with the given parallelism. "
         "Try increasing tp_size/pp_size, using a quantized model, or "
         "using a system with more VRAM per GPU."
@@ -637,15 +640,19 @@ def disagg_estimate(
     prefix: int,
     accepted: float = 0.0,
     images: ImageOptions = NO_IMAGES,
+    decode_ctx: Optional[StepContext] = None,
 ) -> dict:
     """``run_disagg`` + ``_run_disagg_estimate``: the struct fields (ServingMiss
     on a miss or OOM). ``accepted``: the MTP draft tokens accepted per
     iteration, projecting the decode worker's row (options.md 2.4);
     ``images``: the image options, the same for both workers (the prefill
     worker runs the encoder, the decode worker decodes after the image
-    tokens; options.md 4.4, 4.6)."""
+    tokens; options.md 4.4, 4.6); ``decode_ctx``: the decode workers' own
+    system's context (cli_estimate's ``decode_system_name``, experiments.md
+    1.4), None: ``ctx``."""
+    dctx = decode_ctx or ctx
     pw = _Worker(ctx, prefill, "context", images)
-    dw = _Worker(ctx, decode, "generation", images)
+    dw = _Worker(dctx, decode, "generation", images)
     p, p_oom = _static_row(pw, "static_ctx", prefill_batch, isl, osl, prefix, PREFILL_LATENCY_CORRECTION_SCALE)
     d, d_oom = _static_row(dw, "static_gen", decode_batch, isl, osl, prefix, DECODE_LATENCY_CORRECTION_SCALE)
     d = project_decode(d, accepted)  # before the rate matching; the prefill row is never projected
@@ -666,9 +673,9 @@ def disagg_estimate(
     tokens_s = seq_s * osl_
     tokens_s_gpu = tokens_s / num_total_gpus if num_total_gpus > 0 else 0.0
     request_latency = p_ttft + d["tpot"] * max(osl_ - 1, 0)
-    db = ctx.db
+    db, ddb = ctx.db, dctx.db
     if p_oom or d_oom:
-        raise ServingMiss(oom_message_disagg(ctx.model.name, db.system), "oom")
+        raise ServingMiss(oom_message_disagg(ctx.model.name, db.system, ddb.system), "oom")
     row = {
         "ttft_ms": p_ttft,
         "tpot_ms": d["tpot"],
@@ -697,7 +704,8 @@ def disagg_estimate(
     # _build_disagg_summary_dict's encoder_latency and (e)memory: the prefill row's (rounded with it)
     row.update({"comm": pw.quants.comm, "encoder_latency_ms": p["encoder_latency"],
                 "encoder_memory_gib": p["encoder_memory"], "system": db.system, "backend": db.backend,
-                "version": db.version, "reason": None})  # fmt: skip
+                "version": db.version, "decode_system": ddb.system, "decode_version": ddb.version,
+                "reason": None})  # fmt: skip
     # pd.DataFrame([summary], columns=ColumnsDisagg).round(3)
     return {k: numpy_round3(v) for k, v in row.items()}
 

@@ -55,6 +55,7 @@ __all__ = [
     "MEMORY_OPTIONS",
     "MTP_OPTIONS",
     "IMAGE_OPTIONS",
+    "DISAGG_OPTIONS",
     "OPTIONS",
     "SPEC_MODES",
     "QuantOverrides",
@@ -71,6 +72,7 @@ __all__ = [
     "given_image_options",
     "parse_options",
     "step_options",
+    "refuse_decode_system",
     "settings_options",
     "quant_overrides",
 ]
@@ -89,7 +91,9 @@ QUANT_OPTIONS: Tuple[str, ...] = tuple(SPEC_MODES)
 MEMORY_OPTIONS: Tuple[str, ...] = ("free_gpu_memory_fraction", "max_seq_len")
 MTP_OPTIONS: Tuple[str, ...] = ("nextn", "nextn_accepted")
 IMAGE_OPTIONS: Tuple[str, ...] = ("image_height", "image_width", "num_images", "enable_encoder_dp")
-OPTIONS: Tuple[str, ...] = QUANT_OPTIONS + MEMORY_OPTIONS + MTP_OPTIONS + IMAGE_OPTIONS
+#: The disaggregated estimate's own options: the decode workers' system.
+DISAGG_OPTIONS: Tuple[str, ...] = ("decode_system",)
+OPTIONS: Tuple[str, ...] = QUANT_OPTIONS + MEMORY_OPTIONS + MTP_OPTIONS + IMAGE_OPTIONS + DISAGG_OPTIONS
 AUTO = "auto"
 
 
@@ -180,6 +184,9 @@ class Options(NamedTuple):
     memory: MemoryOptions = NO_MEMORY_OPTIONS
     mtp: MtpOptions = NO_MTP
     images: ImageOptions = NO_IMAGES
+    #: The decode workers' system of a disaggregated deployment (the spec's
+    #: ``decode_system_name``; '': the prefill's), docs/spec/experiments.md 1.
+    decode_system: str = ""
 
 
 NO_OPTIONS = Options()
@@ -276,6 +283,15 @@ def _encoder_dp(value) -> Optional[bool]:
     return value
 
 
+def _system_name(value) -> Optional[str]:
+    """A system name (text; surrounding blanks dropped); None / '' is not given."""
+    if _unset(value):
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"option decode_system = {value!r} must be text (a system name)")
+    return value.strip() or None
+
+
 _VALUES: Dict[str, Callable] = {
     **{key: (lambda value, key=key: _quant_mode(key, value)) for key in QUANT_OPTIONS},
     "free_gpu_memory_fraction": _fraction,
@@ -284,6 +300,7 @@ _VALUES: Dict[str, Callable] = {
     "nextn_accepted": _accepted,
     **{key: (lambda value, key=key: _image_count(key, value)) for key in IMAGE_OPTIONS[:3]},
     "enable_encoder_dp": _encoder_dp,
+    "decode_system": _system_name,
 }
 
 
@@ -313,6 +330,7 @@ def parse_options(options) -> Options:
         MemoryOptions(values.get("free_gpu_memory_fraction"), values.get("max_seq_len")),
         MtpOptions(values.get("nextn", 0), values.get("nextn_accepted")),
         ImageOptions(**images) if images else NO_IMAGES,
+        values.get("decode_system") or "",
     )
 
 
@@ -336,7 +354,8 @@ def options_over(base: Options, given: Dict[str, object]) -> Options:
     mtp = base.mtp._replace(**{mtp_fields[k]: getattr(row.mtp, mtp_fields[k]) for k in MTP_OPTIONS if k in given})
     images = base.images._replace(**{field: getattr(row.images, field)
                                      for key, field in zip(IMAGE_OPTIONS, ImageOptions._fields) if key in given})  # fmt: skip
-    return Options(quant, memory, mtp, images)
+    decode_system = row.decode_system if "decode_system" in given else base.decode_system
+    return Options(quant, memory, mtp, images, decode_system)
 
 
 def given_image_options(options) -> Tuple[str, ...]:
@@ -351,6 +370,17 @@ def given_image_options(options) -> Tuple[str, ...]:
     return ()
 
 
+def refuse_decode_system(function: str, options) -> None:
+    """ValueError when ``options`` (a dict, or a row's STRUCT as a dict) sets
+    ``decode_system`` for a function that prices no disaggregated
+    deployment (the Rust functions' text)."""
+    if isinstance(options, dict) and not _unset(options.get("decode_system")):
+        raise ValueError(
+            f"{function}: option decode_system is for estimate_disagg (a disaggregated deployment's decode "
+            "workers); the searches read SET aic.decode_system"
+        )
+
+
 def step_options(options) -> Options:
     """`parse_options` for the step functions, which price one step and take
     ``nextn`` alone: a given ``nextn_accepted`` is refused (the projection
@@ -362,6 +392,7 @@ def step_options(options) -> Options:
             "option nextn_accepted is not taken by the step functions: they price one step at the draft depth "
             "nextn; the acceptance projection is the serving estimates' (estimate_agg, estimate_disagg)"
         )
+    refuse_decode_system("the step functions", options)
     images = given_image_options(options)
     if images:
         named = f"options {', '.join(images)} are" if len(images) > 1 else f"option {images[0]} is"
