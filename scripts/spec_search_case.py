@@ -174,13 +174,30 @@ def load_spec(spec_src: str, systems: str):
 
     def run_and_keep(self, *a, **k):
         df = run(self, *a, **k)
-        mode = self.serving_mode
-        if mode in captured:
-            raise RuntimeError(f"two {mode} experiments in one run")
-        captured[mode] = None if df is None else df.copy(deep=True)
+        # By task (the experiment names come from result.tasks) and, for a run that raises before
+        # it returns a result, by serving mode.
+        kept = None if df is None else df.copy(deep=True)
+        captured[id(self)] = kept
+        captured.setdefault("by_mode", {}).setdefault(self.serving_mode, []).append(kept)
         return df
 
     Task.run = run_and_keep
+
+    # Each experiment's own picks (under --backend auto the result holds the merged ones only).
+    from aiconfigurator.cli import main as cli_main
+
+    process = cli_main.process_experiment_result
+
+    def process_and_keep(task, task_result, *a, **k):
+        out = process(task, task_result, *a, **k)
+        best, _, front = out[0], out[1], out[2]
+        captured[("picks", id(task))] = (
+            None if best is None else best.copy(deep=True),
+            None if front is None else front.copy(deep=True),
+        )
+        return out
+
+    cli_main.process_experiment_result = process_and_keep
     return cli_default, captured
 
 
@@ -250,12 +267,32 @@ def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple
     import pandas as pd
 
     frames: dict = {}
-    for mode in MODES:
-        cand = captured.get(mode)
-        frames[(mode, "candidates")] = cand if cand is not None else pd.DataFrame()
+    names = list(result.tasks) if result is not None else list(MODES)
+    plain = set(names) <= set(MODES)
+    for name in names:
         if result is not None:
+            cand = captured.get(id(result.tasks[name]))
+        else:
+            kept = captured.get("by_mode", {}).get(name, [])
+            if len(kept) > 1:
+                raise RuntimeError(f"two {name} experiments in a run that raised")
+            cand = kept[0] if kept else None
+        frames[(name, "candidates")] = cand if cand is not None else pd.DataFrame()
+    if result is not None and plain:
+        for mode in names:
             frames[(mode, "pareto_fronts")] = result.pareto_fronts.get(mode)
             frames[(mode, "best_configs")] = result.best_configs.get(mode)
+    elif result is not None:
+        # Several experiments (--backend auto, DeepEP twins): each one's own picks, and the picks the
+        # spec reports (merged per serving mode when more than two tasks were built).
+        for name in names:
+            best, front = captured.get(("picks", id(result.tasks[name])), (None, None))
+            frames[(name, "pareto_fronts")] = front
+            frames[(name, "best_configs")] = best
+        for key in result.best_configs:
+            if key not in names:
+                frames[(key, "pareto_fronts")] = result.pareto_fronts.get(key)
+                frames[(key, "best_configs")] = result.best_configs.get(key)
     meta = {
         "args": args,
         "spec_seconds": seconds,
@@ -263,8 +300,14 @@ def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple
         "chosen_exp": None if result is None else result.chosen_exp,
         "best_throughputs": {} if result is None else {m: float(v) for m, v in result.best_throughputs.items()},
     }
+    if not plain:
+        meta["experiments"] = names
+        meta["outcomes"] = {
+            n: (None if o.error is None else f"{type(o.error).__name__}: {o.error}") for n, o in result.outcomes.items()
+        }
+    keys = list(dict.fromkeys(k for k, _ in frames))
     for frame in FRAMES:
-        meta[frame] = {m: len(frames[(m, frame)]) for m in MODES if frames.get((m, frame)) is not None}
+        meta[frame] = {m: len(frames[(m, frame)]) for m in keys if frames.get((m, frame)) is not None}
     if note:
         meta["note"] = note
     return meta, frames
@@ -290,34 +333,33 @@ def compare_case(ours: str, theirs: str) -> list[str]:
     import pyarrow.parquet as pq
 
     diffs = []
-    for mode in MODES:
-        for frame in FRAMES:
-            name = f"{mode}.{frame}.parquet"
-            missing = [d for d in (ours, theirs) if not os.path.exists(os.path.join(d, name))]
-            if missing:
-                diffs.append(f"{name}: missing in {missing}")
-                continue
-            a, b = pq.read_table(os.path.join(ours, name)), pq.read_table(os.path.join(theirs, name))
-            if a.schema.names != b.schema.names:
-                diffs.append(f"{name}: columns {a.schema.names} vs {b.schema.names}")
-                continue
-            for f1, f2 in zip(a.schema, b.schema):
-                if f1.type != f2.type:
-                    diffs.append(f"{name}: column {f1.name} type {f1.type} vs {f2.type}")
-            if _pandas_columns(a.schema) != _pandas_columns(b.schema):
-                diffs.append(f"{name}: pandas dtypes differ")
-            if a.num_rows != b.num_rows:
-                diffs.append(f"{name}: {a.num_rows} rows vs {b.num_rows}")
-            ra, rb = a.to_pylist(), b.to_pylist()
-            for i, (x, y) in enumerate(zip(ra, rb)):
-                bad = [c for c in x if not (x[c] == y.get(c) or (x[c] != x[c] and y.get(c) != y.get(c)))]
-                if bad:
-                    diffs.append(f"{name}: first differing row {i}: " +
-                                 "; ".join(f"{c}: {x[c]!r} vs {y.get(c)!r}" for c in bad))
-                    break
-            else:
-                if not a.equals(b):
-                    diffs.append(f"{name}: tables not equal (beyond values)")
+    files = sorted({f for d in (ours, theirs) for f in os.listdir(d) if f.endswith(".parquet")})
+    for name in files:
+        missing = [d for d in (ours, theirs) if not os.path.exists(os.path.join(d, name))]
+        if missing:
+            diffs.append(f"{name}: missing in {missing}")
+            continue
+        a, b = pq.read_table(os.path.join(ours, name)), pq.read_table(os.path.join(theirs, name))
+        if a.schema.names != b.schema.names:
+            diffs.append(f"{name}: columns {a.schema.names} vs {b.schema.names}")
+            continue
+        for f1, f2 in zip(a.schema, b.schema):
+            if f1.type != f2.type:
+                diffs.append(f"{name}: column {f1.name} type {f1.type} vs {f2.type}")
+        if _pandas_columns(a.schema) != _pandas_columns(b.schema):
+            diffs.append(f"{name}: pandas dtypes differ")
+        if a.num_rows != b.num_rows:
+            diffs.append(f"{name}: {a.num_rows} rows vs {b.num_rows}")
+        ra, rb = a.to_pylist(), b.to_pylist()
+        for i, (x, y) in enumerate(zip(ra, rb)):
+            bad = [c for c in x if not (x[c] == y.get(c) or (x[c] != x[c] and y.get(c) != y.get(c)))]
+            if bad:
+                diffs.append(f"{name}: first differing row {i}: " +
+                             "; ".join(f"{c}: {x[c]!r} vs {y.get(c)!r}" for c in bad))
+                break
+        else:
+            if not a.equals(b):
+                diffs.append(f"{name}: tables not equal (beyond values)")
     with open(os.path.join(ours, "meta.json"), encoding="utf-8") as f:
         ma = json.load(f)
     with open(os.path.join(theirs, "meta.json"), encoding="utf-8") as f:
