@@ -23,5 +23,8 @@ pub use images::{Images, MAX_IMAGE_SIDE, MAX_IMAGES};
 pub use memory::Memory;
 pub use mtp::{NextN, accepted_tokens};
 pub use parallel::{Label, Parallel};
-pub use search::{AggCandidate, Candidate, DefaultSearch, DisaggCandidate, Mode, Search, SearchQuery, Skipped};
+pub use search::{
+    AggCandidate, BackendServers, Candidate, DefaultSearch, DisaggCandidate, Experiment, Experiments, MergedPicks,
+    Mode, Outcome, Search, SearchQuery, Skipped, search_experiments,
+};
 pub use server::Server;

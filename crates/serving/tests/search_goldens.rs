@@ -76,6 +76,8 @@ fn agg_row(c: &AggCandidate, model: &str, server: &Server, cluster: f64) -> Row 
         ("system", t(server.system())),
         ("power_w", n(0.0)),
         ("tokens/s/gpu_cluster", n(cluster)),
+        // The merged frames of `--backend auto` name each row's backend.
+        ("backend", t(server.backend().name())),
     ];
     cells.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
@@ -137,6 +139,8 @@ fn disagg_row(c: &DisaggCandidate, model: &str, server: &Server, decode_server: 
         ("(e)memory", n(e.encoder_memory_gib)),
         ("power_w", n(0.0)),
         ("tokens/s/gpu_cluster", n(cluster)),
+        // The merged frames of `--backend auto` name each row's backend.
+        ("backend", t(server.backend().name())),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -200,6 +204,7 @@ fn every_search_golden_case() {
         .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.join("meta.json").exists())
+        .filter(|p| !is_auto(p))
         .collect();
     cases.sort();
     assert!(cases.len() >= 4, "expected the search goldens, found {cases:?}");
@@ -255,6 +260,129 @@ fn every_search_golden_case() {
             if ours.to_bits() != spec.to_bits() {
                 failures.push(format!("{name}: best throughput {mode} {ours:?}, spec {spec:?}"));
             }
+        }
+    }
+    for f in failures.iter().take(60) {
+        println!("FAIL {f}");
+    }
+    assert!(failures.is_empty(), "{} failures", failures.len());
+}
+
+fn meta_of(case: &Path) -> serde_json::Value {
+    serde_json::from_reader(File::open(case.join("meta.json")).expect("meta.json")).expect("meta.json is JSON")
+}
+
+/// A `--backend auto` case (docs/spec/experiments.md 2).
+fn is_auto(case: &Path) -> bool {
+    meta_of(case)["args"]["backend"].as_str() == Some("auto")
+}
+
+/// `--backend auto`: every experiment's frames (`<name>.*.parquet`), the
+/// merged picks (`agg.*`, `disagg.*`), `chosen_exp` and the merged best
+/// throughputs equal the spec's.
+#[test]
+fn every_backend_auto_case() {
+    use aicsql_serving::{Backend, BackendServers, Mode, Outcome, search_experiments};
+    let dir = data_dir();
+    let tree = DataTree::open(&[&dir]).unwrap_or_else(|e| panic!("perf data not found in {} ({e})", dir.display()));
+    let root = goldens_dir().join("search");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("meta.json").exists() && is_auto(p))
+        .collect();
+    cases.sort();
+    assert!(!cases.is_empty(), "expected the --backend auto goldens");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let meta = meta_of(case);
+        let a = &meta["args"];
+        let u = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("meta args.{k}")) as u32;
+        let f = |k: &str| a[k].as_f64().unwrap_or_else(|| panic!("meta args.{k}"));
+        let model = a["model"].as_str().expect("model").to_string();
+        let system = a["system"].as_str().expect("system");
+        let backends = [Backend::Trtllm, Backend::Sglang, Backend::Vllm];
+        let mut servers: Vec<Server> =
+            backends.iter().map(|b| common::role_server(&tree, a, system, Some(b.name()))).collect();
+        let q = SearchQuery {
+            total_gpus: u("gpus"),
+            isl: u("isl"),
+            osl: u("osl"),
+            prefix: u("prefix"),
+            ttft_ms: f("ttft"),
+            tpot_ms: f("tpot"),
+            top_n: u("top_n") as usize,
+            strict_sla: false,
+            threads: 1,
+            kv_sizing: aicsql_serving::KvSizing::default(),
+            chunked_prefill: false,
+            request_latency_ms: a["request_latency"].as_f64(),
+        };
+        let roles = backends
+            .iter()
+            .zip(servers.iter_mut())
+            .map(|(b, server)| (*b, BackendServers::Ready { server, decode: None }))
+            .collect();
+        let result = search_experiments(roles, &q).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let names: Vec<&str> = result.experiments.iter().map(|e| e.name.as_str()).collect();
+        let spec_names: Vec<&str> =
+            meta["experiments"].as_array().expect("experiments").iter().filter_map(|v| v.as_str()).collect();
+        if names != spec_names {
+            failures.push(format!("{name}: experiments {names:?}, spec {spec_names:?}"));
+        }
+        let server_of = |b: Backend| {
+            let k = backends.iter().position(|x| *x == b).expect("a backend of the list");
+            &servers[k]
+        };
+        for e in &result.experiments {
+            let server = server_of(e.backend);
+            let what = format!("{name} {}", e.name);
+            match &e.outcome {
+                Outcome::Agg(s) => check(&what, s, case, &e.name, |c, k| agg_row(c, &model, server, k), &mut failures),
+                Outcome::Disagg(s) => {
+                    check(&what, s, case, &e.name, |c, k| disagg_row(c, &model, server, server, k), &mut failures)
+                }
+                Outcome::Failed(reason) => {
+                    if meta["outcomes"][&e.name].is_null() {
+                        failures.push(format!("{what}: failed ({reason}), the spec's ran"));
+                    }
+                }
+            }
+        }
+        let Some(merged) = &result.merged else { panic!("{name}: more than two experiments are merged") };
+        for (mode, picks) in [(Mode::Agg, &merged[0]), (Mode::Disagg, &merged[1])] {
+            let row = |(e, i): (usize, usize)| -> Row {
+                let experiment = &result.experiments[e];
+                let server = server_of(experiment.backend);
+                match &experiment.outcome {
+                    Outcome::Agg(s) => agg_row(&s.candidates[i], &model, server, s.cluster[i]),
+                    Outcome::Disagg(s) => disagg_row(&s.candidates[i], &model, server, server, s.cluster[i]),
+                    Outcome::Failed(_) => unreachable!("a failed experiment has no pick"),
+                }
+            };
+            for (which, rows) in [("best_configs", &picks.best), ("pareto_fronts", &picks.pareto)] {
+                let path = case.join(format!("{}.{which}.parquet", mode.name()));
+                let ours: Vec<Row> = rows.iter().map(|&r| row(r)).collect();
+                // No file: the spec's frame was None (no experiment of the mode).
+                let golden = if path.exists() { frame(&path) } else { Vec::new() };
+                let found = compare(&format!("{name} merged {} {which}", mode.name()), &ours, &golden);
+                println!("{name} merged {} {which}: {} rows, {} differences", mode.name(), golden.len(), found.len());
+                failures.extend(found);
+            }
+            let spec = meta["best_throughputs"][mode.name()].as_f64().unwrap_or(f64::NAN);
+            if picks.best_throughput.to_bits() != spec.to_bits() {
+                failures.push(format!(
+                    "{name}: merged best {} {:?}, spec {spec:?}",
+                    mode.name(),
+                    picks.best_throughput
+                ));
+            }
+        }
+        // The spec's chosen_exp names the merged mode; ours the experiment its rank 1 came from.
+        let chosen = result.chosen.map(|e| result.experiments[e].mode.name());
+        if chosen != meta["chosen_exp"].as_str() {
+            failures.push(format!("{name}: chosen {chosen:?}, spec {}", meta["chosen_exp"]));
         }
     }
     for f in failures.iter().take(60) {

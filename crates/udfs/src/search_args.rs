@@ -6,12 +6,12 @@ use std::sync::Arc;
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::config::ConfigOptions;
 
-use aicsql_serving::{Search, SearchQuery, Server};
+use aicsql_serving::{Backend, Search, SearchQuery, Server, ServingError};
 use aicsql_tables::DataTree;
 
 use crate::args::{constant_int, constant_number, constant_text};
 use crate::config::{AicOptions, OnMiss};
-use crate::database::{decode_database_arg, on_decode_system, resolve};
+use crate::database::{Database, decode_database_arg, on_decode_system, resolve};
 use crate::errors::serving_error;
 
 /// Argument names in order, shared by `search_agg`, `search_disagg` and
@@ -61,14 +61,16 @@ pub(crate) fn refuse_quant_settings(function: &str, options: &AicOptions) -> Res
     )
 }
 
-/// The call's server and query from its evaluated arguments (`None`: a
+/// A search's evaluated arguments and settings (`None` from [`parse`]: a
 /// NULL argument, an empty result).
-pub(crate) fn search_call(
-    function: &str,
-    tree: &Arc<DataTree>,
-    values: &[ScalarValue],
-    config: &ConfigOptions,
-) -> Result<Option<SearchCall>> {
+struct Parsed {
+    model: String,
+    db: String,
+    query: SearchQuery,
+    options: AicOptions,
+}
+
+fn parse(function: &str, values: &[ScalarValue], config: &ConfigOptions) -> Result<Option<Parsed>> {
     if values.len() != ARGS.len() {
         return plan_err!("{} takes {} arguments, got {}", signature(function), ARGS.len(), values.len());
     }
@@ -86,26 +88,6 @@ pub(crate) fn search_call(
     else {
         return Ok(None);
     };
-    let database = resolve(function, tree, &db, &options)?;
-    // The agg experiment runs on the database's system alone (experiments.md 1.1).
-    let disagg = function != crate::search_agg::NAME;
-    let decode_database = decode_database_arg(&db, &database, &options.decode_system, &options)
-        .filter(|_| disagg)
-        .map(|arg| resolve(function, tree, &arg, &options).map_err(|e| on_decode_system(e, &options.decode_system)))
-        .transpose()?;
-    let db = database.name();
-    // MTP reaches every role of the search, as the spec's Task puts it in
-    // every role's model (docs/spec/options.md 2.5); images every agg point
-    // and prefill worker, and the decode workers' sequence lengths
-    // (options.md 4.9).
-    let build = |d: &crate::database::Database| {
-        Server::shared(Arc::clone(tree), &model, &d.system, &d.backend, &d.version, options.shared_layer)
-            .and_then(|server| server.with_mtp(options.nextn, options.nextn_accepted))
-            .and_then(|server| server.with_images(options.images))
-            .map_err(|e| serving_error(function, &model, &d.name(), e))
-    };
-    let server = build(&database)?;
-    let decode = decode_database.as_ref().map(build).transpose()?;
     let query = SearchQuery {
         total_gpus,
         isl,
@@ -122,7 +104,154 @@ pub(crate) fn search_call(
         // within the process's cap (an executor's share of cores per task).
         threads: crate::search_threads::search_threads(config),
     };
+    Ok(Some(Parsed { model, db, query, options }))
+}
+
+/// The backend a database argument names, or `aic.backend` completes.
+fn named_backend<'a>(db: &'a str, options: &'a AicOptions) -> &'a str {
+    db.split('/').nth(1).unwrap_or(options.backend.as_str())
+}
+
+/// Whether a search call's database argument asks for every backend
+/// (`'h200_sxm/auto'`, or `'h200_sxm'` under `SET aic.backend = 'auto'`).
+pub(crate) fn asks_for_every_backend(values: &[ScalarValue], config: &ConfigOptions) -> Result<bool> {
+    let Some(ScalarValue::Utf8(Some(db)) | ScalarValue::Utf8View(Some(db)) | ScalarValue::LargeUtf8(Some(db))) =
+        values.get(1)
+    else {
+        return Ok(false);
+    };
+    let options = AicOptions::from_config(config)?;
+    Ok(named_backend(db, &options) == "auto")
+}
+
+/// A server built for a search role: MTP reaches every role, as the spec's
+/// Task puts it in every role's model (docs/spec/options.md 2.5); images
+/// every agg point and prefill worker, and the decode workers' sequence
+/// lengths (options.md 4.9).
+fn search_server(
+    tree: &Arc<DataTree>,
+    model: &str,
+    d: &Database,
+    options: &AicOptions,
+) -> std::result::Result<Server<'static>, ServingError> {
+    Server::shared(Arc::clone(tree), model, &d.system, &d.backend, &d.version, options.shared_layer)
+        .and_then(|server| server.with_mtp(options.nextn, options.nextn_accepted))
+        .and_then(|server| server.with_images(options.images))
+}
+
+/// The call's server and query from its evaluated arguments (`None`: a
+/// NULL argument, an empty result).
+pub(crate) fn search_call(
+    function: &str,
+    tree: &Arc<DataTree>,
+    values: &[ScalarValue],
+    config: &ConfigOptions,
+) -> Result<Option<SearchCall>> {
+    let Some(Parsed { model, db, query, options }) = parse(function, values, config)? else { return Ok(None) };
+    if named_backend(&db, &options) == "auto" {
+        return plan_err!(
+            "{function}: backend 'auto' (every backend of the system) is taken by search_default, which runs and \
+             names each backend's experiments; name one backend here, e.g. '{}/vllm'",
+            db.split('/').next().unwrap_or_default()
+        );
+    }
+    let database = resolve(function, tree, &db, &options)?;
+    // The agg experiment runs on the database's system alone (experiments.md 1.1).
+    let disagg = function != crate::search_agg::NAME;
+    let decode_database = decode_database_arg(&db, &database, &options.decode_system, &options)
+        .filter(|_| disagg)
+        .map(|arg| resolve(function, tree, &arg, &options).map_err(|e| on_decode_system(e, &options.decode_system)))
+        .transpose()?;
+    let db = database.name();
+    let build = |d: &Database| {
+        search_server(tree, &model, d, &options).map_err(|e| serving_error(function, &model, &d.name(), e))
+    };
+    let server = build(&database)?;
+    let decode = decode_database.as_ref().map(build).transpose()?;
     Ok(Some(SearchCall { server, decode, model, db, query }))
+}
+
+/// One backend of a `backend = 'auto'` search: its database name and its
+/// servers (agg / prefill, and decode on another system), or why the model
+/// cannot be priced there (its experiments fail, as the spec's do).
+pub(crate) struct AutoBackend {
+    pub backend: Backend,
+    pub db: String,
+    pub servers: std::result::Result<(Server<'static>, Option<Server<'static>>), String>,
+}
+
+/// A `backend = 'auto'` search (docs/spec/experiments.md 2).
+pub(crate) struct AutoCall {
+    pub model: String,
+    pub query: SearchQuery,
+    pub backends: Vec<AutoBackend>,
+}
+
+/// The backends of the system a `backend = 'auto'` search runs
+/// (experiments.md 2.1-2.2): TRT-LLM, SGLang, vLLM in that order, each that
+/// the system (and a decode system) has, at the version the argument names
+/// if both have it, else at each system's latest; none: an error listing
+/// what the system has.
+pub(crate) fn auto_call(
+    function: &str,
+    tree: &Arc<DataTree>,
+    values: &[ScalarValue],
+    config: &ConfigOptions,
+) -> Result<Option<AutoCall>> {
+    let Some(Parsed { model, db, query, options }) = parse(function, values, config)? else { return Ok(None) };
+    let mut parts = db.split('/');
+    let system = parts.next().unwrap_or_default().to_string();
+    let named = parts.nth(1).map_or(options.version.as_str(), |v| v);
+    let decode_system = options.decode_system.trim();
+    let decode_system = (!decode_system.is_empty() && decode_system != system).then_some(decode_system);
+    let set = tree.databases();
+    let has = |sys: &str, backend: &str| {
+        set.entries()
+            .iter()
+            .any(|e| e.system == sys && e.backend == backend && (named == "latest" || e.version == named))
+    };
+    if !set.entries().iter().any(|e| e.system == system) {
+        // The plain resolution's error names the systems there are.
+        resolve(function, tree, &format!("{system}/vllm/latest"), &options)?;
+    }
+    let mut backends = Vec::new();
+    for backend in [Backend::Trtllm, Backend::Sglang, Backend::Vllm] {
+        let b = backend.name();
+        if !has(&system, b) || decode_system.is_some_and(|d| !has(d, b)) {
+            continue;
+        }
+        let arg = format!("{system}/{b}/{named}");
+        let database = resolve(function, tree, &arg, &options)?;
+        let decode = match decode_system {
+            Some(d) => Some(
+                resolve(function, tree, &format!("{d}/{b}/{named}"), &options).map_err(|e| on_decode_system(e, d))?,
+            ),
+            None => None,
+        };
+        let built = |d: &Database| search_server(tree, &model, d, &options);
+        let servers = match (built(&database), decode.as_ref().map(built).transpose()) {
+            (Ok(server), Ok(decode)) => Ok((server, decode)),
+            // Corrupt data is an error wherever it shows; a refusal fails the backend's experiments.
+            (Err(e), _) | (_, Err(e)) if matches!(e, ServingError::Step(aicsql_tables::StepError::Data(_))) => {
+                return Err(serving_error(function, &model, &database.name(), e));
+            }
+            (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
+        };
+        backends.push(AutoBackend { backend, db: database.name(), servers });
+    }
+    if backends.is_empty() {
+        let mut have: Vec<&str> =
+            set.entries().iter().filter(|e| e.system == system).map(|e| e.backend.as_str()).collect();
+        have.sort_unstable();
+        have.dedup();
+        return plan_err!(
+            "{function}: no backends available for system {system}{}{}; supported backends: {}",
+            decode_system.map(|d| format!(" and decode system {d}")).unwrap_or_default(),
+            if named == "latest" { String::new() } else { format!(" at version {named}") },
+            have.join(", ")
+        );
+    }
+    Ok(Some(AutoCall { model, query, backends }))
 }
 
 /// Per candidate: whether it is on the frontier, and its best-config rank.

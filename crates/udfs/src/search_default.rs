@@ -11,13 +11,13 @@ use datafusion::common::{Result, ScalarValue};
 use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::Documentation;
 
-use aicsql_serving::{Mode, Search};
+use aicsql_serving::{AggCandidate, BackendServers, DisaggCandidate, Mode, Outcome, Search, search_experiments};
 use aicsql_tables::DataTree;
 
 use crate::DOC_SECTION_AICSQL;
 use crate::errors::serving_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
-use crate::search_args::{SearchCall, search_call, signature};
+use crate::search_args::{asks_for_every_backend, auto_call, search_call, signature};
 use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "search_default";
@@ -46,7 +46,13 @@ impl SearchDefault {
                  search_agg / search_disagg, one row per mode with its best configuration under tpot_ms (rank 1 \
                  of best_rank), its tokens_per_s_per_gpu_cluster, the number of candidates, and `chosen`: the \
                  mode with the higher best tokens/s/gpu_cluster, agg on a tie, as the spec picks. A mode without \
-                 candidates reports why in `reason`.",
+                 candidates reports why in `reason`. With the backend 'auto' ('h200_sxm/auto', or SET aic.backend \
+                 = 'auto'), the spec's `--backend auto`: every backend the system has (trtllm, sglang, vllm, each \
+                 at its latest version unless the argument names one) runs its own experiments, one row each, \
+                 named as the spec names them in `experiment` (agg_trtllm, disagg_vllm, ...); with more than two \
+                 experiments the spec merges the best configs per mode across backends, and `chosen` marks the \
+                 experiment the merged winner comes from. An experiment the spec drops (the model not priced on \
+                 that backend, no candidate) has its reason.",
                 signature(NAME),
             )
             .with_sql_example(
@@ -60,12 +66,25 @@ impl SearchDefault {
 | agg    | true   | 20046.4 | tp1pp1dp1etp1ep1 |                  |                  |
 | disagg | false  | 10956.6 |                  | tp1pp1dp1etp1ep1 | tp1pp1dp1etp1ep1 |
 +--------+--------+---------+------------------+------------------+------------------+
+> SELECT experiment, db, chosen, round(best_tokens_per_s_per_gpu_cluster, 1) AS tps_gpu
+  FROM search_default('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/auto', 2, 1024, 256, 0, 1000, 30);
++---------------+---------------------------+--------+---------+
+| experiment    | db                        | chosen | tps_gpu |
++---------------+---------------------------+--------+---------+
+| agg_trtllm    | h200_sxm/trtllm/1.3.0rc23 | false  | 6625.1  |
+| disagg_trtllm | h200_sxm/trtllm/1.3.0rc23 | false  | 4625.6  |
+| agg_sglang    | h200_sxm/sglang/0.5.16    | false  | 6480.0  |
+| disagg_sglang | h200_sxm/sglang/0.5.16    | false  | 4737.6  |
+| agg_vllm      | h200_sxm/vllm/0.24.0      | true   | 6656.1  |
+| disagg_vllm   | h200_sxm/vllm/0.24.0      | false  | 4944.7  |
++---------------+---------------------------+--------+---------+
 ```"#,
             )
             .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
             .with_argument(
                 "db",
-                "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).",
+                "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version); \
+                 'system/auto[/version]' for every backend of the system.",
             )
             .with_argument("total_gpus", "The GPU budget.")
             .with_argument("isl", "Input sequence length.")
@@ -84,6 +103,7 @@ struct Line {
     model: String,
     db: String,
     mode: &'static str,
+    experiment: String,
     chosen: bool,
     candidates: i64,
     best: Option<f64>,
@@ -108,6 +128,8 @@ fn columns() -> Vec<Column<Line>> {
         required("model", Text(|r: &Line| Some(r.model.as_str()))),
         required("db", Text(|r| Some(r.db.as_str()))),
         required("mode", Text(|r| Some(r.mode))),
+        // The spec's experiment name: the mode, with the backend under backend 'auto' (agg_vllm).
+        required("experiment", Text(|r| Some(r.experiment.as_str()))),
         required("chosen", Bool(|r| Some(r.chosen))),
         required("candidates", Int(|r| Some(r.candidates))),
         col("best_tokens_per_s_per_gpu_cluster", Float(|r| r.best)),
@@ -127,18 +149,97 @@ fn columns() -> Vec<Column<Line>> {
     ]
 }
 
-fn summary<C>(call: &SearchCall, mode: Mode, search: &Search<C>, chosen: Option<Mode>) -> (Line, Option<usize>) {
+/// One experiment's line: its counts and its own rank 1 (`chosen` is the
+/// caller's).
+fn summary<C>(model: &str, db: &str, mode: Mode, experiment: &str, search: &Search<C>) -> (Line, Option<usize>) {
     let line = Line {
-        model: call.model.clone(),
-        db: call.db.clone(),
+        model: model.to_string(),
+        db: db.to_string(),
         mode: mode.name(),
-        chosen: chosen == Some(mode),
+        experiment: experiment.to_string(),
         candidates: search.candidates.len() as i64,
         best: search.best.first().map(|_| search.best_throughput),
         reason: search.reason.clone(),
         ..Line::default()
     };
     (line, search.best.first().copied())
+}
+
+fn agg_line(model: &str, db: &str, experiment: &str, agg: &Search<AggCandidate>) -> Line {
+    let (mut line, best) = summary(model, db, Mode::Agg, experiment, agg);
+    if let Some(i) = best {
+        let e = &agg.candidates[i].estimate;
+        line.parallel = Some(e.label().to_string());
+        line.bs = Some(i64::from(e.bs));
+        (line.ttft_ms, line.tpot_ms, line.tokens_per_s_per_user) =
+            (Some(e.ttft_ms), Some(e.tpot_ms), Some(e.tokens_per_s_per_user));
+        line.num_total_gpus = i64::try_from(e.num_total_gpus).ok();
+        line.memory_gib = Some(e.memory.total);
+    }
+    line
+}
+
+fn disagg_line(model: &str, db: &str, experiment: &str, disagg: &Search<DisaggCandidate>) -> Line {
+    let (mut line, best) = summary(model, db, Mode::Disagg, experiment, disagg);
+    if let Some(i) = best {
+        let e = &disagg.candidates[i].estimate;
+        line.prefill_parallel = Some(e.prefill.label().to_string());
+        line.prefill_workers = Some(i64::from(e.prefill.workers));
+        line.decode_parallel = Some(e.decode.label().to_string());
+        line.decode_bs = Some(i64::from(e.decode.bs));
+        line.decode_workers = Some(i64::from(e.decode.workers));
+        (line.ttft_ms, line.tpot_ms, line.tokens_per_s_per_user) =
+            (Some(e.ttft_ms), Some(e.tpot_ms), Some(e.tokens_per_s_per_user));
+        line.num_total_gpus = i64::try_from(e.num_total_gpus).ok();
+        line.memory_gib = Some(e.decode.memory_gib);
+    }
+    line
+}
+
+impl SearchDefault {
+    /// `backend = 'auto'`: one line per experiment the spec builds, in its
+    /// order, `chosen` on the experiment its merged picks choose.
+    fn every_backend(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<RecordBatch> {
+        let Some(mut call) = auto_call(NAME, &self.tree, args, config)? else {
+            return Ok(RecordBatch::new_empty(SearchDefault::schema()));
+        };
+        let system = call.backends.first().map(|b| b.db.split('/').next().unwrap_or_default().to_string());
+        let dbs: Vec<(aicsql_serving::Backend, String)> =
+            call.backends.iter().map(|b| (b.backend, b.db.clone())).collect();
+        let roles = call
+            .backends
+            .iter_mut()
+            .map(|b| {
+                let servers = match &mut b.servers {
+                    Ok((server, decode)) => BackendServers::Ready { server, decode: decode.as_mut() },
+                    Err(reason) => BackendServers::Refused(reason.clone()),
+                };
+                (b.backend, servers)
+            })
+            .collect();
+        let result = search_experiments(roles, &call.query)
+            .map_err(|e| serving_error(NAME, &call.model, system.as_deref().unwrap_or_default(), e))?;
+        let columns = columns();
+        let mut rows = Rows::new(&columns);
+        for (k, e) in result.experiments.iter().enumerate() {
+            let db = dbs.iter().find(|(b, _)| *b == e.backend).map_or("", |(_, db)| db.as_str());
+            let mut line = match &e.outcome {
+                Outcome::Agg(s) => agg_line(&call.model, db, &e.name, s),
+                Outcome::Disagg(s) => disagg_line(&call.model, db, &e.name, s),
+                Outcome::Failed(reason) => Line {
+                    model: call.model.clone(),
+                    db: db.to_string(),
+                    mode: e.mode.name(),
+                    experiment: e.name.clone(),
+                    reason: Some(reason.clone()),
+                    ..Line::default()
+                },
+            };
+            line.chosen = result.chosen == Some(k);
+            rows.push(&line);
+        }
+        rows.finish()
+    }
 }
 
 impl RowsFunction for SearchDefault {
@@ -151,10 +252,16 @@ impl RowsFunction for SearchDefault {
     }
 
     fn check(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<()> {
+        if asks_for_every_backend(args, config)? {
+            return auto_call(NAME, &self.tree, args, config).map(|_| ());
+        }
         search_call(NAME, &self.tree, args, config).map(|_| ())
     }
 
     fn rows(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<RecordBatch> {
+        if asks_for_every_backend(args, config)? {
+            return self.every_backend(args, config);
+        }
         let Some(mut call) = search_call(NAME, &self.tree, args, config)? else {
             return Ok(RecordBatch::new_empty(SearchDefault::schema()));
         };
@@ -165,32 +272,13 @@ impl RowsFunction for SearchDefault {
         let columns = columns();
         let mut rows = Rows::new(&columns);
         if let Some(agg) = &result.agg {
-            let (mut line, best) = summary(&call, Mode::Agg, agg, result.chosen);
-            if let Some(i) = best {
-                let e = &agg.candidates[i].estimate;
-                line.parallel = Some(e.label().to_string());
-                line.bs = Some(i64::from(e.bs));
-                (line.ttft_ms, line.tpot_ms, line.tokens_per_s_per_user) =
-                    (Some(e.ttft_ms), Some(e.tpot_ms), Some(e.tokens_per_s_per_user));
-                line.num_total_gpus = i64::try_from(e.num_total_gpus).ok();
-                line.memory_gib = Some(e.memory.total);
-            }
+            let mut line = agg_line(&call.model, &call.db, "agg", agg);
+            line.chosen = result.chosen == Some(Mode::Agg);
             rows.push(&line);
         }
         if let Some(disagg) = &result.disagg {
-            let (mut line, best) = summary(&call, Mode::Disagg, disagg, result.chosen);
-            if let Some(i) = best {
-                let e = &disagg.candidates[i].estimate;
-                line.prefill_parallel = Some(e.prefill.label().to_string());
-                line.prefill_workers = Some(i64::from(e.prefill.workers));
-                line.decode_parallel = Some(e.decode.label().to_string());
-                line.decode_bs = Some(i64::from(e.decode.bs));
-                line.decode_workers = Some(i64::from(e.decode.workers));
-                (line.ttft_ms, line.tpot_ms, line.tokens_per_s_per_user) =
-                    (Some(e.ttft_ms), Some(e.tpot_ms), Some(e.tokens_per_s_per_user));
-                line.num_total_gpus = i64::try_from(e.num_total_gpus).ok();
-                line.memory_gib = Some(e.decode.memory_gib);
-            }
+            let mut line = disagg_line(&call.model, &call.db, "disagg", disagg);
+            line.chosen = result.chosen == Some(Mode::Disagg);
             rows.push(&line);
         }
         rows.finish()

@@ -8,6 +8,7 @@
 
 mod agg;
 mod disagg;
+mod experiments;
 mod pick;
 mod sort;
 mod space;
@@ -18,6 +19,7 @@ use crate::error::ServingError;
 use crate::parallel::Parallel;
 use crate::server::Server;
 
+pub use experiments::{BackendServers, Experiment, Experiments, MergedPicks, Outcome, search_experiments};
 pub use pick::Mode;
 
 /// The spec's `cli default` arguments the search reads.
@@ -364,7 +366,7 @@ pub(crate) struct Sweep<C> {
 
 /// The spec drops a layout whose model or any point raises; a data error
 /// (a corrupt table, a bug) is not such a case and stops the search.
-fn skippable(e: &ServingError) -> bool {
+pub(crate) fn skippable(e: &ServingError) -> bool {
     !matches!(e, ServingError::Step(aicsql_tables::StepError::Data(_)))
 }
 

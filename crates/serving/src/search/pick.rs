@@ -80,7 +80,7 @@ struct Rule<C> {
 /// row with other coordinates weakly dominates, the first in the walk of
 /// each group of equal coordinates. That set is found here in one pass from
 /// the best `x` down.
-fn pareto_front<C: Candidate>(
+pub(crate) fn pareto_front<C: Candidate>(
     candidates: &[C],
     cluster: &[f64],
     frame: &[usize],

@@ -95,7 +95,7 @@ pub fn text<'r>(row: &'r BTreeMap<String, Cell>, name: &str) -> &'r str {
 /// `image_height`, `image_width`, `num_images`, `enable_encoder_dp`).
 pub fn case_server<'a>(tree: &'a aicsql_tables::DataTree, args: &serde_json::Value) -> aicsql_serving::Server<'a> {
     let system = args["system"].as_str().unwrap_or_else(|| panic!("meta args.system"));
-    role_server(tree, args, system)
+    role_server(tree, args, system, None)
 }
 
 /// The decode role's server of a case with `decode_system` (its own
@@ -104,17 +104,21 @@ pub fn case_decode_server<'a>(
     tree: &'a aicsql_tables::DataTree,
     args: &serde_json::Value,
 ) -> Option<aicsql_serving::Server<'a>> {
-    args["decode_system"].as_str().map(|system| role_server(tree, args, system))
+    args["decode_system"].as_str().map(|system| role_server(tree, args, system, None))
 }
 
-fn role_server<'a>(
+/// A case's server on `system`, with `backend` in place of the case's (a
+/// `--backend auto` case's experiments).
+pub fn role_server<'a>(
     tree: &'a aicsql_tables::DataTree,
     args: &serde_json::Value,
     system: &str,
+    backend: Option<&str>,
 ) -> aicsql_serving::Server<'a> {
     use aicsql_serving::{NextN, Server};
     let s = |k: &str| args[k].as_str().unwrap_or_else(|| panic!("meta args.{k}")).to_string();
-    let (model, system, backend, mut version) = (s("model"), system.to_string(), s("backend"), s("version"));
+    let (model, system, mut version) = (s("model"), system.to_string(), s("version"));
+    let backend = backend.map_or_else(|| s("backend"), str::to_string);
     if version == "latest" {
         let entry = tree.databases().latest(&system, &backend).expect("sidecars read").expect("a latest version");
         version = entry.version.clone();

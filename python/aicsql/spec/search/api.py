@@ -82,7 +82,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 import pyarrow as pa
 
 from ..step.api import _int_arg, _settings
-from ..step.engine import resolve_nextn, step_context
+from ..step.engine import DeploymentRefused, resolve_nextn, step_context
 from ..step.options import (
     IMAGE_OPTIONS,
     MTP_OPTIONS,
@@ -93,6 +93,7 @@ from ..step.options import (
     settings_options,
 )
 from .pick import CLUSTER, best_configs, cluster_rate, pareto_front, with_cluster
+from .sorts import sort_indexer
 from .space import (
     agg_lists,
     deployment_sizes,
@@ -168,7 +169,8 @@ AGG_TABLE_SCHEMA = pa.schema([pa.field(n, t) for n, _c, t in _AGG_COLUMNS] + _MA
 DISAGG_TABLE_SCHEMA = pa.schema([pa.field(n, t) for n, _c, t in _DISAGG_COLUMNS] + _MARKS)
 DEFAULT_TABLE_SCHEMA = pa.schema([
     pa.field("model", _S, nullable=False), pa.field("db", _S, nullable=False),
-    pa.field("mode", _S, nullable=False), pa.field("chosen", _B, nullable=False),
+    pa.field("mode", _S, nullable=False), pa.field("experiment", _S, nullable=False),
+    pa.field("chosen", _B, nullable=False),
     pa.field("candidates", _I, nullable=False), pa.field("best_tokens_per_s_per_gpu_cluster", _F),
     pa.field("parallel", _S), pa.field("bs", _I), pa.field("prefill_parallel", _S), pa.field("prefill_workers", _I),
     pa.field("decode_parallel", _S), pa.field("decode_bs", _I), pa.field("decode_workers", _I),
@@ -318,6 +320,10 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
     own latest version unless ``db`` or ``version`` names one."""
     parsed = _search_options(options)
     mtp, memory = parsed.mtp, parsed.memory
+    if _asks_for_every_backend(db, backend):
+        system = str(db).split("/")[0]
+        raise ValueError(f"backend 'auto' (every backend of the system) is taken by search_default, which runs and "
+                         f"names each backend's experiments; name one backend here, e.g. '{system}/vllm'")
     if not isinstance(model, str):
         raise ValueError(f"model = {model!r} is not a string")
     total_gpus = _positive("total_gpus", total_gpus)
@@ -387,6 +393,134 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
     return SearchResult(results, chosen, throughputs)
 
 
+# ---- --backend auto ---------------------------------------------------------------------------
+
+#: The backends ``--backend auto`` visits, in ``BackendName``'s declaration order (experiments.md 2.1).
+AUTO_BACKENDS = ("trtllm", "sglang", "vllm")
+
+
+class Experiment(NamedTuple):
+    """One experiment of an ``auto`` search: its name (``agg_vllm``), serving
+    mode, backend, resolved database ('system/backend/version', '' when it
+    did not resolve) and search (a failed one has its reason)."""
+
+    name: str
+    mode: str
+    backend: str
+    db: str
+    result: ModeResult
+
+
+class MergedPicks(NamedTuple):
+    """The picks of one serving mode merged across experiments (rows of the
+    experiments' frames, with ``backend``), and the rank-1 cluster rate."""
+
+    best_configs: List[dict]
+    pareto_fronts: Optional[List[dict]]
+    best_throughput: float
+    best_from: List[int]  # the experiment index of each merged best row
+
+
+class ExperimentsResult(NamedTuple):
+    experiments: List[Experiment]
+    merged: Optional[Dict[str, MergedPicks]]  # 'agg', 'disagg' when more than two experiments
+    chosen_exp: str  # the spec's: 'agg' / 'disagg' merged, else an experiment's name; 'none'
+    chosen: Optional[int]  # the experiment the chosen configuration comes from
+
+
+def auto_backends(tree, system: str, version: str, decode_system: str = "") -> List[str]:
+    """The backends an ``auto`` search keeps (experiments.md 2.2, the declared
+    modes): those the system (and a decode system) has, at ``version`` when
+    it is not 'latest'. ValueError when none is."""
+    def has(sys_: str, b: str) -> bool:
+        versions = tree.versions(sys_, b) if b in tree.backends(sys_) else []
+        return bool(versions) and (version == "latest" or version in versions)
+
+    other = decode_system.strip() if decode_system and decode_system.strip() != system else ""
+    kept = [b for b in AUTO_BACKENDS if has(system, b) and (not other or has(other, b))]
+    if not kept:
+        raise ValueError(f"no backends available for system {system}"
+                         f"{f' and decode system {other}' if other else ''}"
+                         f"{'' if version == 'latest' else f' at version {version}'}; supported backends: "
+                         f"{', '.join(sorted(tree.backends(system)))}")  # fmt: skip
+    return kept
+
+
+def run_experiments(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix: int = 0,
+                    ttft_ms: float = 2000.0, tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False,
+                    shared_layer: bool = True, backend: str = "", version: str = "latest",
+                    options: Optional[Dict[str, object]] = None, enable_chunked_prefill: bool = False,
+                    request_latency_ms: Optional[float] = None, data=None) -> ExperimentsResult:  # fmt: skip
+    """``cli_default(backend="auto")`` (experiments.md 2): ``db`` is
+    'system/auto[/version]' (or 'system' with ``backend='auto'``). Each kept
+    backend's agg and (from 2 GPUs) disagg experiment, searched as
+    `run_search` does; an experiment that raises or finds nothing is
+    failed. With more than two experiments the picks are merged per mode
+    (`MergedPicks`) and the spec's ``chosen_exp`` is 'agg' or 'disagg'."""
+    parts = db.split("/")
+    system = parts[0]
+    named = parts[2] if len(parts) >= 3 else (version or "latest")
+    s = _settings({"backend": "vllm", "version": "latest", "on_miss": "null"}, data)
+    parsed = _search_options(options)
+    kept = auto_backends(s.tree, system, named, parsed.decode_system)
+    # The arguments are checked once, as the spec's parser checks them before any task.
+    _positive("total_gpus", total_gpus), _positive("isl", isl), _positive("osl", osl)
+    _target("ttft_ms", ttft_ms), _target("tpot_ms", tpot_ms)
+    latency = _request_latency(request_latency_ms)
+    experiments: List[Experiment] = []
+    modes = ("agg", "disagg") if total_gpus >= 2 else ("agg",)
+    for b in kept:
+        b_db = f"{system}/{b}/{named}"
+        try:
+            resolved = s.tree.resolve(b_db, b, named)
+            b_db = f"{resolved.system}/{resolved.backend}/{resolved.version}"
+            res = run_search(model, b_db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n,
+                             strict_sla=strict_sla, shared_layer=shared_layer, options=options,
+                             enable_chunked_prefill=enable_chunked_prefill, request_latency_ms=request_latency_ms,
+                             data=data)  # fmt: skip
+            for mode in modes:
+                r = res.modes[mode]
+                if r.ok and not r.candidates:
+                    r = _failed(mode, "no candidate", r.skipped, r.stats)
+                experiments.append(Experiment(f"{mode}_{b}", mode, b, b_db, r))
+        except (ValueError, KeyError, DeploymentRefused) as exc:  # the model cannot be priced on this backend
+            for mode in modes:
+                experiments.append(Experiment(f"{mode}_{b}", mode, b, b_db, _failed(mode, str(exc))))
+    return _pick_experiments(experiments, top_n, latency)
+
+
+def _pick_experiments(experiments: List[Experiment], top_n: int, latency: Optional[float]) -> ExperimentsResult:
+    """main:1957-1962 and cutils:99-202: no merge with two experiments or
+    fewer (the highest own rank 1, the first on a tie); else per mode the
+    merged best configs (single-key quicksort on the concatenation) and the
+    front of the fronts; 'agg' wins a tie."""
+    ok = [k for k, e in enumerate(experiments) if e.result.ok]
+    if not ok:
+        return ExperimentsResult(experiments, None, "none", None)
+    if len(experiments) <= 2:
+        k = max(ok, key=lambda i: experiments[i].result.best_throughput)  # the first maximum
+        return ExperimentsResult(experiments, None, experiments[k].name, k)
+    x, maximize = ("request_latency", False) if latency is not None else ("tokens/s/user", True)
+    merged: Dict[str, MergedPicks] = {}
+    for mode in ("agg", "disagg"):
+        best_rows, best_from, front_rows = [], [], []
+        for k in ok:
+            e = experiments[k]
+            if e.mode != mode:
+                continue
+            # the frames as copied, with the experiment's backend (a disagg frame gains the column at its end)
+            best_rows += [dict(r, backend=e.backend) for r in e.result.best_configs]
+            best_from += [k] * len(e.result.best_configs)
+            front_rows += [dict(r, backend=e.backend) for r in e.result.pareto_fronts]
+        order = sort_indexer([r[CLUSTER] for r in best_rows], ascending=False)[:top_n]
+        best = [best_rows[i] for i in order]
+        front = [front_rows[i] for i in pareto_front(front_rows, x, maximize_x=maximize)] if front_rows else None
+        merged[mode] = MergedPicks(best, front, float(best[0][CLUSTER]) if best else 0.0, [best_from[i] for i in order])
+    chosen_mode = "disagg" if merged["disagg"].best_throughput > merged["agg"].best_throughput else "agg"
+    picks = merged[chosen_mode]
+    return ExperimentsResult(experiments, merged, chosen_mode, picks.best_from[0] if picks.best_from else None)
+
+
 # ---- tables -----------------------------------------------------------------------------------
 
 
@@ -450,8 +584,8 @@ def default_rows(res: SearchResult, model: str = "", db: str = "") -> List[dict]
             db = f"{c[tag + 'system']}/{c[tag + 'backend']}/{c[tag + 'version']}"
     for mode, r in res.modes.items():
         row = {name: None for name in DEFAULT_TABLE_SCHEMA.names}
-        row.update(model=model, db=db, mode=mode, chosen=res.chosen_exp == mode, candidates=len(r.candidates),
-                   reason=r.reason)  # fmt: skip
+        row.update(model=model, db=db, mode=mode, experiment=mode, chosen=res.chosen_exp == mode,
+                   candidates=len(r.candidates), reason=r.reason)  # fmt: skip
         if r.ok:
             row["best_tokens_per_s_per_gpu_cluster"] = r.best_throughput
             if r.best_configs:
@@ -476,9 +610,32 @@ def search_default(model: str, db: str, total_gpus: int, isl: int, osl: int, pre
     """``cli default``'s verdict (`DEFAULT_TABLE_SCHEMA`): one row per experiment
     built (agg; disagg from 2 GPUs), ``chosen`` on the one with the larger best
     cluster rate (agg on a tie; none if no experiment found a candidate)."""
+    if _asks_for_every_backend(db, kw.get("backend", "")):
+        return pa.Table.from_pylist(experiment_rows(run_experiments(
+            model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n, strict_sla=strict_sla, **kw),
+            model), schema=DEFAULT_TABLE_SCHEMA)  # fmt: skip
     res = run_search(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n, strict_sla=strict_sla,
                      **kw)  # fmt: skip
     return pa.Table.from_pylist(default_rows(res, model, db), schema=DEFAULT_TABLE_SCHEMA)
+
+
+def _asks_for_every_backend(db, backend: str) -> bool:
+    """'system/auto[/version]', or 'system' with the backend setting 'auto'."""
+    parts = str(db).split("/")
+    return (parts[1] if len(parts) >= 2 else str(backend or "")) == "auto"
+
+
+def experiment_rows(res: ExperimentsResult, model: str) -> List[dict]:
+    """The `search_default` rows of an ``auto`` search: one per experiment, in
+    the spec's order, ``chosen`` on the experiment the chosen configuration
+    comes from."""
+    out = []
+    for k, e in enumerate(res.experiments):
+        one = SearchResult({e.mode: e.result}, "none", {})
+        row = default_rows(one, model, e.db)[0]
+        row.update(experiment=e.name, chosen=res.chosen == k)
+        out.append(row)
+    return out
 
 
 # ---- the bridge's calling convention ------------------------------------------------------------
