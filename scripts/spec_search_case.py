@@ -117,9 +117,13 @@ OPTION_KEYS = (
     "enable_encoder_dp",
     "request_latency",
     "decode_system",
+    "target_request_rate",
+    "target_concurrency",
 )
 # Options of the CLI that cli_default() does not take (set by wrapping what it calls, see run_case).
 CLI_ONLY_KEYS = ("enable_chunked_prefill",)
+# A load target makes the case cli_recommend's (docs/spec/experiments.md 4): no total_gpus, its budgets instead.
+RECOMMEND_KEYS = ("target_request_rate", "target_concurrency")
 
 
 def _check_numpy() -> None:
@@ -154,6 +158,13 @@ def _install_extension_stub() -> None:
     mod._build_smoke = _raise
     mod.engine_spec_bincode_from_json = _raise
     sys.modules[name] = mod
+
+
+def load_recommend(spec_src: str, systems: str):
+    """The spec's cli_recommend (after `load_spec` has patched the capture)."""
+    from aiconfigurator.cli.api import cli_recommend
+
+    return cli_recommend
 
 
 def load_spec(spec_src: str, systems: str):
@@ -235,6 +246,10 @@ def _enable_chunked_prefill() -> None:
     api.build_default_tasks = functools.partial(api.build_default_tasks, enable_chunked_prefill=True)
 
 
+class _Done(Exception):
+    """The recommend call returned (leaves the try without calling cli_default)."""
+
+
 def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple[dict, dict]:
     cli_default, captured = load_spec(spec_src, systems)
     if args.get("enable_chunked_prefill"):
@@ -242,7 +257,26 @@ def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple
     error = None
     result = None
     t0 = time.time()
+    recommend = any(args.get(k) is not None for k in RECOMMEND_KEYS)
     try:
+        if recommend:
+            # cli_recommend's own arguments: no GPU budget (it escalates from a node), SILICON as the goldens.
+            cli_recommend = load_recommend(spec_src, systems)
+            result = cli_recommend(
+                args["model"],
+                args["system"],
+                backend=args["backend"],
+                backend_version=None if args["version"] == "latest" else args["version"],
+                database_mode="SILICON",
+                isl=args["isl"],
+                osl=args["osl"],
+                prefix=args["prefix"],
+                ttft=args["ttft"],
+                tpot=args["tpot"],
+                top_n=args["top_n"],
+                **{k: args[k] for k in OPTION_KEYS if args.get(k) is not None and k not in CLI_ONLY_KEYS},
+            )
+            raise _Done()
         result = cli_default(
             args["model"],
             args["gpus"],
@@ -260,6 +294,8 @@ def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple
             # MTP, TRT-LLM's KV knobs and images (docs/spec/options.md 2.5, 3.2, 4): only when the case sets them.
             **{k: args[k] for k in OPTION_KEYS if args.get(k) is not None and k not in CLI_ONLY_KEYS},
         )
+    except _Done:
+        pass
     except Exception as e:  # the spec's refusal is recorded
         error = f"{type(e).__name__}: {e}"
     seconds = time.time() - t0
@@ -300,6 +336,9 @@ def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple
         "chosen_exp": None if result is None else result.chosen_exp,
         "best_throughputs": {} if result is None else {m: float(v) for m, v in result.best_throughputs.items()},
     }
+    if recommend and result is not None:
+        # the budget of the last attempt (the escalation's answer)
+        meta["total_gpus_used"] = int(next(iter(result.tasks.values())).total_gpus)
     if not plain:
         meta["experiments"] = names
         meta["outcomes"] = {
@@ -406,6 +445,10 @@ def main(argv=None) -> int:
                          "TPOT list (docs/spec/experiments.md 3); written to args only if given")
     ap.add_argument("--decode-system", dest="decode_system",
                     help="the decode workers' system (docs/spec/experiments.md 1); written to args only if given")
+    ap.add_argument("--target-request-rate", dest="target_request_rate", type=float,
+                    help="cli_recommend: the request rate (req/s) to serve with the fewest GPUs (--gpus is then unused)")
+    ap.add_argument("--target-concurrency", dest="target_concurrency", type=float,
+                    help="cli_recommend: the concurrent requests to serve with the fewest GPUs")
     ap.add_argument("--note", help="a 'note' field for meta.json (why the case exists, how it was made)")
     ap.add_argument("--compare", help="a case directory the written files must equal")
     ap.add_argument("--object-floats-as-text", action="store_true",

@@ -150,7 +150,7 @@ def register(
     and, unless ``python_path=False``, the Python path (``py_gemm_latency``,
     ``py_gemm_trace``, ``py_step_latency``, ``py_engine_step``,
     ``py_estimate_agg``, ``py_estimate_disagg``, ``py_estimate_memory``,
-    ``py_search_agg``, ``py_search_disagg``, ``py_search_default``)
+    ``py_search_agg``, ``py_search_disagg``, ``py_search_default``, ``py_search_recommend``)
     reading the same data.
 
     ``data`` is one data root or several (default: the cache): a directory,
@@ -217,6 +217,7 @@ def register(
             ("py_search_agg", "search_agg", search.search_agg_table),
             ("py_search_disagg", "search_disagg", search.search_disagg_table),
             ("py_search_default", "search_default", search.search_default_table),
+            ("py_search_recommend", "search_recommend", search.search_recommend_table),
         ):
             function = lambda settings, *args, _table=table: _table(settings, *args, data=spec_data)  # noqa: E731
             ctx.register_udtf(TableFunction(name, library.python_table_function(name, like, function), ctx))

@@ -118,6 +118,11 @@ impl Library {
             aicsql_udfs::search_agg::NAME => (aicsql_udfs::SearchAgg::schema(), SEARCH),
             aicsql_udfs::search_disagg::NAME => (aicsql_udfs::SearchDisagg::schema(), SEARCH),
             aicsql_udfs::search_default::NAME => (aicsql_udfs::SearchDefault::schema(), SEARCH),
+            aicsql_udfs::search_recommend::NAME => (
+                aicsql_udfs::SearchRecommend::schema(),
+                // model, db, isl, osl, prefix, the two limits, one or two load targets
+                Arguments { names: &aicsql_udfs::search_recommend::ARGS, texts: 2, arities: &[8, 9], floats: 5 },
+            ),
             other => return Err(PyValueError::new_err(format!("no Rust table function named '{other}'"))),
         };
         Ok(TableFunction::new(Arc::new(PythonTable::new(name, schema, arguments, func))))

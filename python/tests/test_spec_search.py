@@ -47,9 +47,15 @@ from _support import have_data, require
 
 REPO = Path(__file__).resolve().parents[2]
 SEARCH = Path(os.environ.get("AICSQL_GOLDENS") or REPO / "tests" / "goldens") / "search"
-# The `--backend auto` cases (their experiments' frames and the merged picks) are test_spec_search_auto.py's.
-CASES = sorted(p.name for p in SEARCH.iterdir() if (p / "meta.json").is_file()
-               and json.loads((p / "meta.json").read_text())["args"]["backend"] != "auto") if SEARCH.is_dir() else []
+# The `--backend auto` cases (their experiments' frames and the merged picks) are test_spec_search_auto.py's,
+# the `cli recommend` ones (a load target) test_spec_recommend.py's.
+def _plain_case(path: Path) -> bool:
+    a = json.loads((path / "meta.json").read_text())["args"]
+    return a["backend"] != "auto" and a.get("target_request_rate") is None and a.get("target_concurrency") is None
+
+
+CASES = sorted(p.name for p in SEARCH.iterdir() if (p / "meta.json").is_file() and _plain_case(p)) \
+    if SEARCH.is_dir() else []  # fmt: skip
 HAVE = bool(CASES) and have_data(open_tree)
 needs_data = require(HAVE, f"search goldens ({SEARCH}) or the perf data are missing")
 

@@ -51,6 +51,7 @@ fn bench(c: &mut Criterion) {
             kv_sizing: Default::default(),
             chunked_prefill: false,
             request_latency_ms: None,
+            load: None,
         };
         let (model, system, backend, version) = (s("model"), s("system"), s("backend"), s("version"));
         let build = || Server::new(&tree, &model, &system, &backend, &version, true).expect("server");

@@ -24,7 +24,7 @@ pub use memory::Memory;
 pub use mtp::{NextN, accepted_tokens};
 pub use parallel::{Label, Parallel};
 pub use search::{
-    AggCandidate, BackendServers, Candidate, DefaultSearch, DisaggCandidate, Experiment, Experiments, MergedPicks,
-    Mode, Outcome, Search, SearchQuery, Skipped, search_experiments,
+    AggCandidate, BackendServers, Candidate, DefaultSearch, DisaggCandidate, Experiment, Experiments, LoadMatch,
+    LoadTarget, MergedPicks, Mode, Outcome, Recommendation, Search, SearchQuery, Skipped, search_experiments,
 };
 pub use server::Server;

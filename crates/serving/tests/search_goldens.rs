@@ -204,7 +204,7 @@ fn every_search_golden_case() {
         .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.join("meta.json").exists())
-        .filter(|p| !is_auto(p))
+        .filter(|p| !is_auto(p) && !is_recommend(p))
         .collect();
     cases.sort();
     assert!(cases.len() >= 4, "expected the search goldens, found {cases:?}");
@@ -234,6 +234,7 @@ fn every_search_golden_case() {
             kv_sizing,
             chunked_prefill,
             request_latency_ms: a["request_latency"].as_f64(),
+            load: None,
         };
         let started = std::time::Instant::now();
         let result = server.search_default_with(decode_server.as_mut(), &q).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -318,6 +319,7 @@ fn every_backend_auto_case() {
             kv_sizing: aicsql_serving::KvSizing::default(),
             chunked_prefill: false,
             request_latency_ms: a["request_latency"].as_f64(),
+            load: None,
         };
         let roles = backends
             .iter()
@@ -382,6 +384,120 @@ fn every_backend_auto_case() {
         // The spec's chosen_exp names the merged mode; ours the experiment its rank 1 came from.
         let chosen = result.chosen.map(|e| result.experiments[e].mode.name());
         if chosen != meta["chosen_exp"].as_str() {
+            failures.push(format!("{name}: chosen {chosen:?}, spec {}", meta["chosen_exp"]));
+        }
+    }
+    for f in failures.iter().take(60) {
+        println!("FAIL {f}");
+    }
+    assert!(failures.is_empty(), "{} failures", failures.len());
+}
+
+/// A `cli recommend` case (docs/spec/experiments.md 4).
+fn is_recommend(case: &Path) -> bool {
+    let a = &meta_of(case)["args"];
+    !a["target_request_rate"].is_null() || !a["target_concurrency"].is_null()
+}
+
+/// `cli recommend`: the last budget's candidates, fronts and load-match
+/// best configs (with `replicas_needed`, `total_gpus_needed`), the budget,
+/// `best_throughputs` (`1 / GPUs`) and `chosen_exp` equal the spec's.
+#[test]
+fn every_recommend_case() {
+    use aicsql_serving::LoadTarget;
+    let dir = data_dir();
+    let tree = DataTree::open(&[&dir]).unwrap_or_else(|e| panic!("perf data not found in {} ({e})", dir.display()));
+    let root = goldens_dir().join("search");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("meta.json").exists() && is_recommend(p))
+        .collect();
+    cases.sort();
+    assert!(!cases.is_empty(), "expected the recommend goldens");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let meta = meta_of(case);
+        let a = &meta["args"];
+        let u = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("meta args.{k}")) as u32;
+        let f = |k: &str| a[k].as_f64().unwrap_or_else(|| panic!("meta args.{k}"));
+        let model = a["model"].as_str().expect("model").to_string();
+        let target = match a["target_request_rate"].as_f64() {
+            Some(rate) => LoadTarget::RequestRate(rate),
+            None => LoadTarget::Concurrency(f("target_concurrency")),
+        };
+        let mut server = common::case_server(&tree, a);
+        let q = SearchQuery {
+            total_gpus: 0,
+            isl: u("isl"),
+            osl: u("osl"),
+            prefix: u("prefix"),
+            ttft_ms: f("ttft"),
+            tpot_ms: f("tpot"),
+            top_n: u("top_n") as usize,
+            strict_sla: false,
+            threads: 1,
+            kv_sizing: aicsql_serving::KvSizing::default(),
+            chunked_prefill: false,
+            request_latency_ms: a["request_latency"].as_f64(),
+            load: None,
+        };
+        let r = server.search_recommend(None, &q, target).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let used = r.budgets.last().copied().map(u64::from);
+        if meta["error"].as_str().is_some_and(|e| e.starts_with("NoFeasibleConfigError")) {
+            // Nothing fits at any budget: every budget tried (out of memory at
+            // each), no config; the spec raises where aicsql reports reasons.
+            let nothing = r.agg.best.is_empty() && r.disagg.as_ref().is_none_or(|d| d.best.is_empty());
+            let oom = r.agg.out_of_memory && r.disagg.as_ref().is_none_or(|d| d.out_of_memory);
+            if !(nothing && oom && r.chosen.is_none() && used == Some(64)) {
+                failures
+                    .push(format!("{name}: the spec found nothing at 64 GPUs; ours {:?} {:?}", r.budgets, r.chosen));
+            }
+            println!("{name}: budgets {:?}, nothing fits (spec: {})", r.budgets, meta["error"]);
+            continue;
+        }
+        if used != meta["total_gpus_used"].as_u64() {
+            failures.push(format!("{name}: budget {used:?}, spec {}", meta["total_gpus_used"]));
+        }
+        let with_needed = |mut rows: Vec<Row>, needed: &[(i64, i64)]| {
+            for (row, &(replicas, gpus)) in rows.iter_mut().zip(needed) {
+                row.insert("replicas_needed".into(), n(replicas as f64));
+                row.insert("total_gpus_needed".into(), n(gpus as f64));
+            }
+            rows
+        };
+        let mut frames: Vec<(&str, &str, Vec<Row>)> = Vec::new();
+        let agg_rows: Vec<Row> =
+            r.agg.candidates.iter().zip(&r.agg.cluster).map(|(c, &k)| agg_row(c, &model, &server, k)).collect();
+        let pick = |rows: &[Row], idx: &[usize]| idx.iter().map(|&i| rows[i].clone()).collect::<Vec<Row>>();
+        frames.push(("agg", "pareto_fronts", pick(&agg_rows, &r.agg.pareto)));
+        frames.push(("agg", "best_configs", with_needed(pick(&agg_rows, &r.agg.best), &r.agg.needed)));
+        frames.push(("agg", "candidates", agg_rows));
+        if let Some(d) = &r.disagg {
+            let rows: Vec<Row> =
+                d.candidates.iter().zip(&d.cluster).map(|(c, &k)| disagg_row(c, &model, &server, &server, k)).collect();
+            frames.push(("disagg", "pareto_fronts", pick(&rows, &d.pareto)));
+            frames.push(("disagg", "best_configs", with_needed(pick(&rows, &d.best), &d.needed)));
+            frames.push(("disagg", "candidates", rows));
+        }
+        for (mode, which, ours) in frames {
+            let path = case.join(format!("{mode}.{which}.parquet"));
+            let golden = if path.exists() { frame(&path) } else { Vec::new() };
+            let found = compare(&format!("{name} {mode} {which}"), &ours, &golden);
+            println!("{name} {mode} {which}: {} rows, {} differences", golden.len(), found.len());
+            failures.extend(found);
+        }
+        for (mode, ours) in
+            [("agg", Some(&r.agg.best_throughput)), ("disagg", r.disagg.as_ref().map(|d| &d.best_throughput))]
+        {
+            let spec = meta["best_throughputs"][mode].as_f64();
+            if ours.copied().map(f64::to_bits) != spec.map(f64::to_bits) {
+                failures.push(format!("{name}: best throughput {mode} {ours:?}, spec {spec:?}"));
+            }
+        }
+        let chosen = r.chosen.map(|m| m.name().to_string());
+        if chosen.as_deref() != meta["chosen_exp"].as_str() {
             failures.push(format!("{name}: chosen {chosen:?}, spec {}", meta["chosen_exp"]));
         }
     }

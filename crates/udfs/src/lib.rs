@@ -24,6 +24,7 @@ pub mod search_args;
 pub mod search_best;
 pub mod search_default;
 pub mod search_disagg;
+pub mod search_recommend;
 mod search_threads;
 mod serving_args;
 pub mod step_args;
@@ -55,6 +56,7 @@ pub use search_agg::SearchAgg;
 pub use search_best::SearchBest;
 pub use search_default::SearchDefault;
 pub use search_disagg::SearchDisagg;
+pub use search_recommend::SearchRecommend;
 pub use search_threads::cap_search_threads;
 pub use step_latency::StepLatency;
 pub use step_status::StepStatus;
@@ -117,6 +119,7 @@ pub fn rows_functions(tree: &Arc<DataTree>) -> Vec<Arc<dyn RowsFunction>> {
         Arc::new(SearchAgg::new(Arc::clone(tree))),
         Arc::new(SearchDisagg::new(Arc::clone(tree))),
         Arc::new(SearchDefault::new(Arc::clone(tree))),
+        Arc::new(SearchRecommend::new(Arc::clone(tree))),
     ]
 }
 
@@ -137,6 +140,7 @@ pub fn table_function_docs() -> Vec<(&'static str, &'static Documentation)> {
         (search_agg::NAME, SearchAgg::documentation()),
         (search_default::NAME, SearchDefault::documentation()),
         (search_disagg::NAME, SearchDisagg::documentation()),
+        (search_recommend::NAME, SearchRecommend::documentation()),
     ]
 }
 

@@ -36,7 +36,7 @@ pub(crate) struct SearchCall {
 }
 
 /// A constant count argument: a non-negative integer that fits `u32`.
-fn constant_count(function: &str, position: usize, value: &ScalarValue) -> Result<Option<u32>> {
+pub(crate) fn constant_count(function: &str, position: usize, value: &ScalarValue) -> Result<Option<u32>> {
     match constant_int(function, position, value)? {
         None => Ok(None),
         Some(v) => u32::try_from(v)
@@ -100,6 +100,7 @@ fn parse(function: &str, values: &[ScalarValue], config: &ConfigOptions) -> Resu
         kv_sizing: options.kv_sizing,
         chunked_prefill: options.enable_chunked_prefill,
         request_latency_ms: options.request_latency_ms,
+        load: None,
         // The session's parallelism (datafusion.execution.target_partitions),
         // within the process's cap (an executor's share of cores per task).
         threads: crate::search_threads::search_threads(config),
@@ -128,7 +129,7 @@ pub(crate) fn asks_for_every_backend(values: &[ScalarValue], config: &ConfigOpti
 /// Task puts it in every role's model (docs/spec/options.md 2.5); images
 /// every agg point and prefill worker, and the decode workers' sequence
 /// lengths (options.md 4.9).
-fn search_server(
+pub(crate) fn search_server(
     tree: &Arc<DataTree>,
     model: &str,
     d: &Database,

@@ -248,6 +248,7 @@ fn search_row(
         kv_sizing: options.kv_sizing,
         chunked_prefill: options.enable_chunked_prefill,
         request_latency_ms: options.request_latency_ms,
+        load: None,
     };
     let model_options = servers.session_options();
     let (server, db_name, decode) = match servers.get_roles(model, db, &options.decode_system, model_options) {

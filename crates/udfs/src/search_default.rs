@@ -66,18 +66,6 @@ impl SearchDefault {
 | agg    | true   | 20046.4 | tp1pp1dp1etp1ep1 |                  |                  |
 | disagg | false  | 10956.6 |                  | tp1pp1dp1etp1ep1 | tp1pp1dp1etp1ep1 |
 +--------+--------+---------+------------------+------------------+------------------+
-> SELECT experiment, db, chosen, round(best_tokens_per_s_per_gpu_cluster, 1) AS tps_gpu
-  FROM search_default('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/auto', 2, 1024, 256, 0, 1000, 30);
-+---------------+---------------------------+--------+---------+
-| experiment    | db                        | chosen | tps_gpu |
-+---------------+---------------------------+--------+---------+
-| agg_trtllm    | h200_sxm/trtllm/1.3.0rc23 | false  | 6625.1  |
-| disagg_trtllm | h200_sxm/trtllm/1.3.0rc23 | false  | 4625.6  |
-| agg_sglang    | h200_sxm/sglang/0.5.16    | false  | 6480.0  |
-| disagg_sglang | h200_sxm/sglang/0.5.16    | false  | 4737.6  |
-| agg_vllm      | h200_sxm/vllm/0.24.0      | true   | 6656.1  |
-| disagg_vllm   | h200_sxm/vllm/0.24.0      | false  | 4944.7  |
-+---------------+---------------------------+--------+---------+
 ```"#,
             )
             .with_argument("model", "Hugging Face id of a model in aic.meta.models.")

@@ -226,7 +226,8 @@ impl Server<'_> {
                 format!("no config meets the TTFT limit of {} ms at any TPOT of the sweep", q.ttft_ms)
             }
         });
-        Ok(Sweep { candidates, skipped, reason })
+        let out_of_memory = candidates.is_empty() && skipped.is_empty() && !(model_fit && memory_fit);
+        Ok(Sweep { candidates, skipped, reason, out_of_memory })
     }
 
     /// The priced points of one layout in walk order. An error of any point

@@ -72,7 +72,8 @@ impl Server<'_> {
         let prefill = self.workers(q, &space.prefill, &[1], true, &mut skipped)?;
         if prefill.is_empty() {
             let reason = no_workers("prefill", &skipped);
-            return Ok(Sweep { candidates: Vec::new(), skipped, reason: Some(reason) });
+            let out_of_memory = skipped.is_empty();
+            return Ok(Sweep { candidates: Vec::new(), skipped, reason: Some(reason), out_of_memory });
         }
         let prefill_skips = skipped.len();
         // Decode workers on their own system's server (experiments.md 1.4).
@@ -82,7 +83,8 @@ impl Server<'_> {
         };
         if decode.is_empty() {
             let reason = no_workers("decode", &skipped[prefill_skips..]);
-            return Ok(Sweep { candidates: Vec::new(), skipped, reason: Some(reason) });
+            let out_of_memory = skipped.len() == prefill_skips;
+            return Ok(Sweep { candidates: Vec::new(), skipped, reason: Some(reason), out_of_memory });
         }
         let require_same_tp = self.backend == Backend::Sglang;
         let workload = (q.isl, q.osl, q.prefix);
@@ -202,7 +204,7 @@ impl Server<'_> {
                 format!("no disaggregated deployment meets the TTFT limit of {} ms at any TPOT of the sweep", q.ttft_ms)
             }
         });
-        Ok(Sweep { candidates, skipped, reason })
+        Ok(Sweep { candidates, skipped, reason, out_of_memory: false })
     }
 
     /// The static worker rows of one role, layout by layout, batch sizes

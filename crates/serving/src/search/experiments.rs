@@ -200,6 +200,12 @@ impl Candidate for Point {
     fn tokens_per_s_per_user(&self) -> f64 {
         self.x
     }
+    fn seq_per_s(&self) -> f64 {
+        f64::NAN
+    }
+    fn concurrency(&self) -> f64 {
+        f64::NAN
+    }
     fn tpot_ms(&self) -> f64 {
         f64::NAN
     }

@@ -10,6 +10,7 @@ mod agg;
 mod disagg;
 mod experiments;
 mod pick;
+mod recommend;
 mod sort;
 mod space;
 
@@ -21,6 +22,7 @@ use crate::server::Server;
 
 pub use experiments::{BackendServers, Experiment, Experiments, MergedPicks, Outcome, search_experiments};
 pub use pick::Mode;
+pub use recommend::Recommendation;
 
 /// The spec's `cli default` arguments the search reads.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -55,6 +57,28 @@ pub struct SearchQuery {
     /// rank by request latency (docs/spec/experiments.md 3). `None`, or a
     /// value of 0 or less as the spec reads it: no target.
     pub request_latency_ms: Option<f64>,
+    /// `cli recommend`'s load target (docs/spec/experiments.md 4): the
+    /// search space of a GPU budget escalation step and the load-match
+    /// picks; `None`: `cli default`'s.
+    pub load: Option<LoadMatch>,
+}
+
+/// A load to serve with the fewest GPUs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LoadTarget {
+    /// Requests per second.
+    RequestRate(f64),
+    /// Concurrent requests.
+    Concurrency(f64),
+}
+
+/// What `cli recommend` changes in a search (experiments.md 4.4, 4.5).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadMatch {
+    pub target: LoadTarget,
+    /// GPUs per node of the system: the first budget, and the largest
+    /// disaggregated replica at every budget.
+    pub node_gpus: u32,
 }
 
 impl SearchQuery {
@@ -131,6 +155,10 @@ pub(crate) fn tpot_sweep() -> impl Iterator<Item = f64> {
 pub trait Candidate {
     fn tokens_per_s_per_gpu(&self) -> f64;
     fn tokens_per_s_per_user(&self) -> f64;
+    /// Requests per second of one replica (the deployment's).
+    fn seq_per_s(&self) -> f64;
+    /// Concurrent requests of one replica.
+    fn concurrency(&self) -> f64;
     fn tpot_ms(&self) -> f64;
     fn request_latency_ms(&self) -> f64;
     fn num_total_gpus(&self) -> u64;
@@ -161,6 +189,12 @@ macro_rules! candidate {
             }
             fn tokens_per_s_per_user(&self) -> f64 {
                 self.estimate.tokens_per_s_per_user
+            }
+            fn seq_per_s(&self) -> f64 {
+                self.estimate.seq_per_s
+            }
+            fn concurrency(&self) -> f64 {
+                self.estimate.concurrency as f64
             }
             fn tpot_ms(&self) -> f64 {
                 self.estimate.tpot_ms
@@ -207,6 +241,13 @@ pub struct Search<C> {
     pub skipped: Vec<Skipped>,
     /// Why there is no candidate (the spec drops the mode), if there is none.
     pub reason: Option<String>,
+    /// No candidate because nothing fitted in GPU memory (the spec's
+    /// `InsufficientMemoryError` / `KVCacheCapacityError`): what makes
+    /// `cli recommend` try a larger budget.
+    pub out_of_memory: bool,
+    /// Under a load target, per best config: the replicas and the GPUs it
+    /// needs (`replicas_needed`, `total_gpus_needed`); empty otherwise.
+    pub needed: Vec<(i64, i64)>,
 }
 
 /// Both modes and the one the spec chooses.
@@ -334,6 +375,7 @@ impl<'a> Server<'a> {
             decode_system: &decode_spec.system,
             cp,
             total_gpus: q.total_gpus,
+            recommend_node_gpus: q.load.map(|l| l.node_gpus),
         }
         .build();
         // A layout the spec prices but the step does not must not vanish
@@ -362,6 +404,8 @@ pub(crate) struct Sweep<C> {
     pub candidates: Vec<C>,
     pub skipped: Vec<Skipped>,
     pub reason: Option<String>,
+    /// Nothing fitted in GPU memory (see [`Search::out_of_memory`]).
+    pub out_of_memory: bool,
 }
 
 /// The spec drops a layout whose model or any point raises; a data error
@@ -388,6 +432,7 @@ mod tests {
             kv_sizing: KvSizing::default(),
             chunked_prefill: false,
             request_latency_ms,
+            load: None,
         }
     }
 

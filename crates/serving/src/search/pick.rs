@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::search::sort::{desc, pandas_order, stable_order};
-use crate::search::{Candidate, Search, SearchQuery, Sweep};
+use crate::search::{Candidate, LoadTarget, Search, SearchQuery, Sweep};
 
 /// The serving mode of a search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,20 +42,94 @@ pub(crate) fn cluster_rate(tokens_per_s_per_gpu: f64, n: u64, total_gpus: u32) -
 }
 
 pub(crate) fn finish<C: Candidate>(sweep: Sweep<C>, q: &SearchQuery) -> Search<C> {
-    let Sweep { candidates, skipped, reason } = sweep;
+    if let Some(load) = q.load {
+        return finish_load_match(sweep, q, load.target);
+    }
+    let Sweep { candidates, skipped, reason, out_of_memory } = sweep;
     let cluster: Vec<f64> =
         candidates.iter().map(|c| cluster_rate(c.tokens_per_s_per_gpu(), c.num_total_gpus(), q.total_gpus)).collect();
-    let rule = match q.latency_target() {
-        None => Rule { constraint: C::tpot_ms, target: q.tpot_ms, x: C::tokens_per_s_per_user, maximize_x: true },
-        Some(r) => Rule { constraint: C::request_latency_ms, target: r, x: C::request_latency_ms, maximize_x: false },
-    };
+    let rule = Rule::of(q);
     // strict_sla: the frame the frontier and the picks see.
     let frame: Vec<usize> =
         (0..candidates.len()).filter(|&i| !q.strict_sla || (rule.constraint)(&candidates[i]) <= rule.target).collect();
     let pareto = pareto_front(&candidates, &cluster, &frame, rule.x, rule.maximize_x);
     let best = best_configs(&candidates, &cluster, &frame, &rule, q.top_n);
     let best_throughput = best.first().map_or(0.0, |&i| cluster[i]);
-    Search { candidates, cluster, pareto, best, best_throughput, skipped, reason }
+    Search { candidates, cluster, pareto, best, best_throughput, skipped, reason, out_of_memory, needed: Vec::new() }
+}
+
+impl<C: Candidate> Rule<C> {
+    fn of(q: &SearchQuery) -> Rule<C> {
+        match q.latency_target() {
+            None => Rule { constraint: C::tpot_ms, target: q.tpot_ms, x: C::tokens_per_s_per_user, maximize_x: true },
+            Some(r) => {
+                Rule { constraint: C::request_latency_ms, target: r, x: C::request_latency_ms, maximize_x: false }
+            }
+        }
+    }
+}
+
+/// `pick_load_match` (docs/spec/experiments.md 4.5): tokens/s/gpu_cluster
+/// is tokens/s/gpu (no cluster scaling), the frontier as usual over every
+/// row (no strict_sla), and the best configs the ones that serve `target`
+/// with the fewest GPUs; the best throughput is `1 / GPUs` of rank 1, so
+/// that the larger is the cheaper.
+fn finish_load_match<C: Candidate>(sweep: Sweep<C>, q: &SearchQuery, target: LoadTarget) -> Search<C> {
+    let Sweep { candidates, skipped, reason, out_of_memory } = sweep;
+    let cluster: Vec<f64> = candidates.iter().map(C::tokens_per_s_per_gpu).collect();
+    let rule = Rule::of(q);
+    let all: Vec<usize> = (0..candidates.len()).collect();
+    let pareto = pareto_front(&candidates, &cluster, &all, rule.x, rule.maximize_x);
+    let constraint = |i: usize| (rule.constraint)(&candidates[i]);
+    let under: Vec<usize> = all.iter().copied().filter(|&i| constraint(i) <= rule.target).collect();
+    let exceeded = under.is_empty();
+    let rows = if exceeded { all } else { under };
+    // np.ceil(L / load).astype(int).clip(lower=1): a non-finite quotient
+    // casts to i64::MIN on the spec's platform, then clips to 1.
+    let replicas = |i: usize| {
+        let c = &candidates[i];
+        let r = match target {
+            LoadTarget::RequestRate(l) => (l / c.seq_per_s()).ceil(),
+            LoadTarget::Concurrency(l) => (l / c.concurrency()).ceil(),
+        };
+        let r = if r.is_finite() && r.abs() < 9.2e18 { r as i64 } else { i64::MIN };
+        r.max(1)
+    };
+    let needed = |i: usize| {
+        let r = replicas(i);
+        (r, r.saturating_mul(i64::try_from(candidates[i].num_total_gpus()).unwrap_or(i64::MAX)))
+    };
+    // groupby(key)[col].idxmin(): keys in string order, the first minimum
+    // in frame order (NaN never a minimum).
+    let mut groups: BTreeMap<String, usize> = BTreeMap::new();
+    let worse = |a: usize, b: usize| if exceeded { constraint(a) < constraint(b) } else { needed(a).1 < needed(b).1 };
+    for &i in &rows {
+        if exceeded && constraint(i).is_nan() {
+            continue;
+        }
+        groups
+            .entry(candidates[i].group())
+            .and_modify(|best| {
+                if worse(i, *best) {
+                    *best = i;
+                }
+            })
+            .or_insert(i);
+    }
+    let picked: Vec<usize> = groups.into_values().collect();
+    let order = if exceeded {
+        let values: Vec<f64> = picked.iter().map(|&i| constraint(i)).collect();
+        pandas_order(&values, true)
+    } else {
+        stable_order(picked.len(), |a, b| {
+            let (ia, ib) = (picked[a], picked[b]);
+            needed(ia).1.cmp(&needed(ib).1).then(desc(cluster[ia], cluster[ib]))
+        })
+    };
+    let best: Vec<usize> = order.into_iter().take(q.top_n).map(|k| picked[k]).collect();
+    let needed: Vec<(i64, i64)> = best.iter().map(|&i| needed(i)).collect();
+    let best_throughput = needed.first().map_or(0.0, |&(_, gpus)| if gpus > 0 { 1.0 / gpus as f64 } else { 0.0 });
+    Search { candidates, cluster, pareto, best, best_throughput, skipped, reason, out_of_memory, needed }
 }
 
 /// What the picks read: the SLA's column and target, and the frontier's x

@@ -23,6 +23,10 @@ pub(crate) struct SpaceOf<'a> {
     /// The model declares context parallelism on this backend.
     pub cp: bool,
     pub total_gpus: u32,
+    /// `cli recommend` (docs/spec/experiments.md 4.4): every role's worker
+    /// sizes are the powers of two up to the budget, and a disaggregated
+    /// replica spans at most this many GPUs (a node).
+    pub recommend_node_gpus: Option<u32>,
 }
 
 /// The layouts of each role and the deployment sizes a disaggregated
@@ -49,7 +53,11 @@ struct Lists {
 
 impl SpaceOf<'_> {
     pub fn build(&self) -> Space {
-        let within = |v: &[u32]| v.iter().copied().filter(|&g| g <= self.total_gpus).collect::<Vec<u32>>();
+        let powers: Vec<u32> = (0..32).map(|i| 1u32 << i).take_while(|&g| g <= self.total_gpus).collect();
+        let within = |v: &[u32]| match self.recommend_node_gpus {
+            Some(_) => powers.clone(),
+            None => v.iter().copied().filter(|&g| g <= self.total_gpus).collect::<Vec<u32>>(),
+        };
         // The dense widening is decided per role by its system's exact name.
         let lists = |cp_allowed: bool, system: &str| {
             let nvl = matches!(system, "gb200" | "gb300");
@@ -75,7 +83,7 @@ impl SpaceOf<'_> {
                 }
             }
         };
-        let cap = self.total_gpus.min(128);
+        let cap = self.recommend_node_gpus.unwrap_or(self.total_gpus).min(128);
         let deployments =
             [1u64, 2, 4, 8].into_iter().chain((16..=128).step_by(8)).filter(|&g| g <= u64::from(cap)).collect();
         Space {
@@ -142,6 +150,7 @@ mod tests {
             decode_system: "h200_sxm",
             cp: false,
             total_gpus: 4,
+            recommend_node_gpus: None,
         };
         let s = dense.build();
         assert_eq!(labels(&s.agg), ["tp1pp1dp1etp1ep1", "tp2pp1dp1etp1ep1", "tp4pp1dp1etp1ep1"]);
@@ -155,6 +164,7 @@ mod tests {
             decode_system: "gb200",
             cp: true,
             total_gpus: 8,
+            recommend_node_gpus: None,
         };
         let s = moe.build();
         assert_eq!(s.agg.len(), 65);
@@ -186,6 +196,7 @@ mod tests {
             decode_system,
             cp: false,
             total_gpus: 16,
+            recommend_node_gpus: None,
         };
         let s = of("h200_sxm", "gb200").build();
         assert_eq!(labels(&s.prefill).last().map(String::as_str), Some("tp8pp1dp1etp1ep1"));

@@ -24,6 +24,9 @@ from .api import (
     search_agg_table,
     search_default,
     search_default_table,
+    search_recommend_table,
+    run_experiments,
+    run_recommend,
     search_disagg,
     search_disagg_table,
 )
@@ -42,6 +45,9 @@ __all__ = [
     "search_agg_table",
     "search_default",
     "search_default_table",
+    "search_recommend_table",
+    "run_experiments",
+    "run_recommend",
     "search_disagg",
     "search_disagg_table",
 ]

@@ -77,7 +77,7 @@ target, by cluster rate, then request latency.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
@@ -93,8 +93,10 @@ from ..step.options import (
     settings_options,
 )
 from .pick import CLUSTER, best_configs, cluster_rate, pareto_front, with_cluster
-from .sorts import sort_indexer
+from .sorts import sort_indexer, stable_indexer
+from ..kernels.system import StepSystem
 from .space import (
+    ParallelLists,
     agg_lists,
     deployment_sizes,
     disagg_lists,
@@ -117,6 +119,12 @@ __all__ = [
     "search_agg_table",
     "search_disagg_table",
     "search_default_table",
+    "search_recommend_table",
+    "run_experiments",
+    "run_recommend",
+    "Recommendation",
+    "ExperimentsResult",
+    "RECOMMEND_TABLE_SCHEMA",
 ]
 
 _F, _I, _S, _B = pa.float64(), pa.int64(), pa.utf8(), pa.bool_()
@@ -240,6 +248,108 @@ def _pick(mode: str, rows: List[dict], total_gpus: int, tpot: float, top_n: int,
                       list(skipped), dict(stats))  # fmt: skip
 
 
+def _replicas(target: float, load) -> int:
+    """``np.ceil(target / load).astype(int).clip(lower=1)``: a non-finite
+    quotient casts to the smallest int64 on the spec's platform, then clips."""
+    q = target / load if load else math.inf
+    r = math.ceil(q) if math.isfinite(q) and abs(q) < 9.2e18 else -(1 << 63)
+    return max(1, r)
+
+
+def _pick_load(mode: str, rows: List[dict], tpot: float, top_n: int, skipped, stats,
+               request_latency: Optional[float], load: Tuple[str, float]) -> ModeResult:  # fmt: skip
+    """``pick_load_match`` (experiments.md 4.5; pick:304-387,
+    pareto:649-790): tokens/s/gpu_cluster = tokens/s/gpu, the usual front,
+    and per layout the config needing the fewest GPUs for ``load``, ranked by
+    GPUs then tokens/s/gpu; best throughput ``1 / GPUs`` of rank 1."""
+    by_latency = request_latency is not None and request_latency > 0
+    constraint, value = ("request_latency", request_latency) if by_latency else ("tpot", tpot)
+    frame = [dict(r, **{CLUSTER: r["tokens/s/gpu"]}) for r in rows]
+    x = "request_latency" if by_latency else "tokens/s/user"
+    front = pareto_front(frame, x, maximize_x=not by_latency)
+    cands = [i for i, r in enumerate(frame) if r[constraint] <= value]
+    exceeded = not cands
+    if exceeded:
+        cands = list(range(len(frame)))
+    kind, target = load
+    col = "seq/s" if kind == "request_rate" else "concurrency"
+    out = {}
+    for i in cands:
+        r = frame[i]
+        replicas = _replicas(target, r[col])
+        out[i] = dict(r, replicas_needed=replicas, total_gpus_needed=replicas * r["num_total_gpus"])
+    group = "(d)parallel" if mode == "disagg" else "parallel"
+    key = constraint if exceeded else "total_gpus_needed"
+    best_of: Dict[str, int] = {}
+    for i in cands:
+        v = out[i][key]
+        if isinstance(v, float) and math.isnan(v):
+            continue
+        g = out[i][group]
+        if g not in best_of or v < out[best_of[g]][key]:
+            best_of[g] = i
+    picked = [best_of[g] for g in sorted(best_of)]
+    if exceeded:
+        order = sort_indexer([out[i][constraint] for i in picked])
+    else:
+        order = stable_indexer([out[i] for i in picked], [("total_gpus_needed", True), ("tokens/s/gpu", False)])
+    best_idx = [picked[k] for k in order][:top_n]
+    best_rows = [out[i] for i in best_idx]
+    throughput = (1.0 / best_rows[0]["total_gpus_needed"]) if best_rows and best_rows[0]["total_gpus_needed"] > 0 \
+        else 0.0
+    cluster = [r[CLUSTER] for r in frame]
+    return ModeResult(mode, rows, [frame[k] for k in front], best_rows, front, best_idx, cluster, throughput, None,
+                      list(skipped), dict(stats))  # fmt: skip
+
+
+class Recommendation(NamedTuple):
+    """`run_recommend`'s answer: the budgets tried (the last answered), its
+    search result (load-match picks; ``chosen_exp`` the experiment needing
+    fewer GPUs, agg on a tie)."""
+
+    budgets: List[int]
+    result: SearchResult
+
+
+def run_recommend(model: str, db: str, *, target_request_rate: Optional[float] = None,
+                  target_concurrency: Optional[float] = None, isl: int = 4000, osl: int = 1000, prefix: int = 0,
+                  ttft_ms: float = 2000.0, tpot_ms: float = 30.0, top_n: int = 5, data=None,
+                  **kw) -> Recommendation:  # fmt: skip
+    """``cli_recommend`` (experiments.md 4) in SILICON mode: budgets of one
+    node's GPUs, doubled up to 64 while an experiment found nothing because
+    nothing fitted in GPU memory; each budget's search as `run_search` with
+    its ``load``."""
+    if (target_request_rate is None) == (target_concurrency is None):
+        raise ValueError("Exactly one of target_request_rate or target_concurrency must be provided.")
+    kind, target = (("request_rate", target_request_rate) if target_request_rate is not None
+                    else ("concurrency", target_concurrency))  # fmt: skip
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not (math.isfinite(target) and target > 0):
+        raise ValueError(f"Load target must be a positive finite number, got {target}.")
+    s = _settings({"backend": kw.get("backend", ""), "version": kw.get("version", "latest")}, data)
+    database = s.tree.resolve(db, s.backend, s.version)
+    doc = s.tree.read_yaml(s.tree.system_yaml(database.system)) or {}
+    node = int(StepSystem(database.system, doc, s.tree.system_yaml(database.system)).num_gpus_per_node)
+    budgets = [node]
+    while budgets[-1] * 2 <= 64:
+        budgets.append(budgets[-1] * 2)
+    tried: List[int] = []
+    for k, budget in enumerate(budgets):
+        tried.append(budget)
+        res = run_search(model, db, budget, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n,
+                         load=(kind, float(target)), node_gpus=node, data=data, **kw)  # fmt: skip
+        retriable = any(not r.ok and str(r.reason).startswith(("InsufficientMemoryError", "KVCacheCapacityError"))
+                        for r in res.modes.values())  # fmt: skip
+        if not retriable or k == len(budgets) - 1:
+            # max(1 / GPUs) over a dict the spec's thread pool fills in completion order: a tie goes to
+            # the experiment that finished first, a race the disagg sweep (far fewer points) won in
+            # every recommend golden, so disagg here (as on the Rust path).
+            t = res.best_throughputs
+            if "agg" in t and "disagg" in t:
+                res = res._replace(chosen_exp="disagg" if t["disagg"] >= t["agg"] else "agg")
+            return Recommendation(tried, res)
+    raise AssertionError("the last budget returns")
+
+
 def _request_latency(v) -> Optional[float]:
     """A request-latency target (ms): a finite number; None (or <= 0, as the
     spec reads it) is no target."""
@@ -306,7 +416,8 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
                modes: Sequence[str] = ("agg", "disagg"),
                shared_layer: bool = True, backend: str = "", version: str = "latest",
                options: Optional[Dict[str, object]] = None, enable_chunked_prefill: bool = False,
-               request_latency_ms: Optional[float] = None, data=None) -> SearchResult:  # fmt: skip
+               request_latency_ms: Optional[float] = None, load: Optional[Tuple[str, float]] = None,
+               node_gpus: int = 0, data=None) -> SearchResult:  # fmt: skip
     """``cli_default`` (api:155) for one backend: the agg and disagg
     experiments (search.md 1.3; no DeepEP twins), each swept and picked.
     An experiment that finds nothing is reported with its reason; the chosen
@@ -315,7 +426,11 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
     ``enable_chunked_prefill``: the agg sweep's budget list (module doc);
     ``request_latency_ms``: an end-to-end target (None or <= 0: none): the
     sweeps run (TTFT, TPOT) pairs and the picks rank by request latency
-    (docs/spec/experiments.md 3). ``options['decode_system']``: the disagg
+    (docs/spec/experiments.md 3). ``load`` ('request_rate' or
+    'concurrency', the target) with ``node_gpus``: one budget step of
+    `run_recommend` (experiments.md 4.4, 4.5): worker sizes the powers of
+    two up to ``total_gpus``, disagg replicas at most ``node_gpus`` GPUs,
+    load-match picks. ``options['decode_system']``: the disagg
     experiment's decode workers run on that system (experiments.md 1), its
     own latest version unless ``db`` or ``version`` names one."""
     parsed = _search_options(options)
@@ -360,29 +475,39 @@ def run_search(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
                                                                                      s.shared_layer, nextn)
     results: Dict[str, ModeResult] = {}
 
+    powers = [1 << i for i in range(total_gpus.bit_length()) if (1 << i) <= total_gpus]
+
+    def sized(lists: ParallelLists) -> ParallelLists:  # _build_recommend_tasks' worker sizes
+        return lists._replace(num_gpu=powers) if load is not None else lists
+
+    def pick(mode: str, sweep) -> ModeResult:
+        if load is not None:
+            return _pick_load(mode, sweep.rows, tpot, top_n, sweep.skipped, sweep.stats, latency, load)
+        return _pick(mode, sweep.rows, total_gpus, tpot, top_n, strict_sla, sweep.skipped, sweep.stats, latency)
+
     if "agg" in modes:
-        lists = agg_lists(spec_model.is_moe, be, system, total_gpus)
+        lists = sized(agg_lists(spec_model.is_moe, be, system, total_gpus))
         tuples = enumerate_parallel(lists, spec_model.is_moe, be)
         try:
             sweep = sweep_agg(ctx, model, tuples, isl, osl, prefix, limits, accepted, memory,
                               bool(enable_chunked_prefill), parsed.images)  # fmt: skip
-            results["agg"] = _pick("agg", sweep.rows, total_gpus, tpot, top_n, strict_sla, sweep.skipped, sweep.stats,
-                                   latency)  # fmt: skip
+            results["agg"] = pick("agg", sweep)
         except SweepError as exc:
             results["agg"] = _failed("agg", f"{exc.kind}: {exc}")
     if "disagg" in modes and total_gpus >= 2:  # build_default_tasks: no disagg experiment below 2 GPUs
         p_lists, d_lists = disagg_lists(spec_model.is_moe, be, system, d_ctx.db.system, total_gpus)
+        p_lists, d_lists = sized(p_lists), sized(d_lists)
         p_tuples = enumerate_parallel(p_lists, spec_model.is_moe, be)
         d_tuples = enumerate_parallel(d_lists, spec_model.is_moe, be)
         try:
             # The decode role keeps the checkpoint's FMHA label (Task._resolve_quant_modes).
             sweep = sweep_disagg(ctx, model, p_tuples, d_tuples, isl, osl, prefix, limits,
-                                 deployment_sizes(total_gpus), require_same_tp=(be == "sglang"),
+                                 deployment_sizes(node_gpus if load is not None else total_gpus),
+                                 require_same_tp=(be == "sglang"),
                                  decode_fmha_label=d_ctx.model.quant.fmha, accepted=accepted,
                                  images=parsed.images, decode_ctx=d_ctx)  # fmt: skip
             if sweep.rows:
-                results["disagg"] = _pick("disagg", sweep.rows, total_gpus, tpot, top_n, strict_sla,
-                                          sweep.skipped, sweep.stats, latency)  # fmt: skip
+                results["disagg"] = pick("disagg", sweep)
             else:
                 results["disagg"] = _failed("disagg", "no disaggregated deployment meets the TTFT and any "
                                             "swept TPOT", sweep.skipped, sweep.stats)  # fmt: skip
@@ -717,3 +842,82 @@ def search_disagg_table(settings: Dict[str, str], *args, data=None) -> pa.Record
 def search_default_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBatch:
     """``py_search_default(...)``: the arguments and settings of `search_agg_table`."""
     return _bridge("py_search_default", search_default, DEFAULT_TABLE_SCHEMA, settings, args, data)
+
+
+# ---- cli recommend as a table -------------------------------------------------------------------
+
+RECOMMEND_TABLE_SCHEMA = pa.schema([
+    pa.field("model", _S, nullable=False), pa.field("db", _S, nullable=False), pa.field("mode", _S, nullable=False),
+    pa.field("rank", _I), pa.field("chosen", _B, nullable=False), pa.field("budget_gpus", _I, nullable=False),
+    pa.field("replicas_needed", _I), pa.field("total_gpus_needed", _I), pa.field("tokens_per_s_per_gpu", _F),
+    pa.field("seq_per_s", _F), pa.field("concurrency", _I), pa.field("ttft_ms", _F), pa.field("tpot_ms", _F),
+    pa.field("request_latency_ms", _F), pa.field("tokens_per_s_per_user", _F), pa.field("num_total_gpus", _I),
+    pa.field("parallel", _S), pa.field("bs", _I), pa.field("prefill_parallel", _S), pa.field("prefill_workers", _I),
+    pa.field("decode_parallel", _S), pa.field("decode_bs", _I), pa.field("decode_workers", _I),
+    pa.field("reason", _S),
+])  # fmt: skip
+
+
+def recommend_rows(rec: Recommendation, model: str, db: str) -> List[dict]:
+    """The `search_recommend` rows: per experiment its load-match best
+    configs by rank (or its reason), ``chosen`` on rank 1 of the chosen one."""
+    out = []
+    for mode, r in rec.result.modes.items():
+        base = {name: None for name in RECOMMEND_TABLE_SCHEMA.names}
+        base.update(model=model, db=db, mode=mode, chosen=False, budget_gpus=rec.budgets[-1])
+        if not r.ok or not r.best_configs:
+            out.append(dict(base, reason=r.reason or "no candidate"))
+            continue
+        for k, b in enumerate(r.best_configs):
+            row = dict(base, rank=k + 1, chosen=k == 0 and rec.result.chosen_exp == mode,
+                       replicas_needed=b["replicas_needed"], total_gpus_needed=b["total_gpus_needed"],
+                       tokens_per_s_per_gpu=b["tokens/s/gpu"], seq_per_s=b["seq/s"], concurrency=b["concurrency"],
+                       ttft_ms=b["ttft"], tpot_ms=b["tpot"], request_latency_ms=b["request_latency"],
+                       tokens_per_s_per_user=b["tokens/s/user"], num_total_gpus=b["num_total_gpus"])  # fmt: skip
+            if mode == "agg":
+                row.update(parallel=b["parallel"], bs=b["bs"])
+            else:
+                row.update(prefill_parallel=b["(p)parallel"], prefill_workers=b["(p)workers"],
+                           decode_parallel=b["(d)parallel"], decode_bs=b["(d)bs"], decode_workers=b["(d)workers"])
+            out.append(row)
+    return out
+
+
+def search_recommend_table(settings: Dict[str, str], *args, data=None) -> pa.RecordBatch:
+    """``py_search_recommend(model, db, isl, osl, prefix, ttft_ms, tpot_ms,
+    target_request_rate [, target_concurrency])``: `run_recommend` as the
+    rows of ``search_recommend`` (`RECOMMEND_TABLE_SCHEMA`); a NULL model,
+    database, length or limit gives no rows."""
+    names = ("model", "db", "isl", "osl", "prefix", "ttft_ms", "tpot_ms", "target_request_rate", "target_concurrency")
+    if len(args) not in (8, 9):
+        raise ValueError(f"py_search_recommend({', '.join(names[:7])}, {names[7]} [, {names[8]}]) takes 8 or 9 "
+                         f"arguments, got {len(args)}")  # fmt: skip
+    s = {str(k)[4:] if str(k).startswith("aic.") else str(k): v for k, v in (settings or {}).items()}
+    options = _settings_options(s)
+    rate = args[7]
+    concurrency = args[8] if len(args) == 9 else None
+    if (rate is None) == (concurrency is None):
+        raise ValueError("search_recommend: give exactly one of target_request_rate and target_concurrency "
+                         "(the other NULL)")  # fmt: skip
+    which, value = ("target_request_rate", rate) if rate is not None else ("target_concurrency", concurrency)
+    if not (math.isfinite(float(value)) and float(value) > 0):
+        raise ValueError(f"search_recommend: {which} = {float(value):g} must be a positive finite number")
+    if any(v is None for v in args[:7]):
+        return pa.RecordBatch.from_pylist([], schema=RECOMMEND_TABLE_SCHEMA)
+    top_n = s.get("top_n")
+    top_n = 5 if top_n in (None, "") else int(str(top_n).strip())
+    model, db, isl, osl, prefix, ttft, tpot = args[:7]
+    rec = run_recommend(model, db, target_request_rate=None if rate is None else float(rate),
+                        target_concurrency=None if concurrency is None else float(concurrency), isl=isl, osl=osl,
+                        prefix=prefix, ttft_ms=float(ttft), tpot_ms=float(tpot), top_n=top_n,
+                        backend=str(s.get("backend") or ""), version=str(s.get("version") or "latest"),
+                        shared_layer=_flag(s.get("shared_layer", "true")), options=options,
+                        enable_chunked_prefill=_flag(s.get("enable_chunked_prefill") or "false",
+                                                     "enable_chunked_prefill"),
+                        request_latency_ms=_latency_setting(s.get("request_latency")), data=data)  # fmt: skip
+    res = rec.result
+    resolved = next((f"{c['(p)system' if '(p)system' in c else 'system']}/"
+                     f"{c['(p)backend' if '(p)backend' in c else 'backend']}/"
+                     f"{c['(p)version' if '(p)version' in c else 'version']}"
+                     for r in res.modes.values() for c in r.candidates[:1]), db)  # fmt: skip
+    return pa.RecordBatch.from_pylist(recommend_rows(rec, model, resolved), schema=RECOMMEND_TABLE_SCHEMA)
