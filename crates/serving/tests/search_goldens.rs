@@ -215,27 +215,10 @@ fn every_search_golden_case() {
             serde_json::from_reader(File::open(case.join("meta.json")).expect("meta.json")).expect("meta.json is JSON");
         let a = &meta["args"];
         let s = |k: &str| a[k].as_str().unwrap_or_else(|| panic!("meta args.{k}")).to_string();
-        let u = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("meta args.{k}")) as u32;
-        let f = |k: &str| a[k].as_f64().unwrap_or_else(|| panic!("meta args.{k}"));
         let model = s("model");
         let mut server = common::case_server(&tree, a);
         let mut decode_server = common::case_decode_server(&tree, a);
-        let (kv_sizing, chunked_prefill) = common::case_kv_options(a);
-        let q = SearchQuery {
-            total_gpus: u("gpus"),
-            isl: u("isl"),
-            osl: u("osl"),
-            prefix: u("prefix"),
-            ttft_ms: f("ttft"),
-            tpot_ms: f("tpot"),
-            top_n: u("top_n") as usize,
-            strict_sla: false,
-            threads: 1,
-            kv_sizing,
-            chunked_prefill,
-            request_latency_ms: a["request_latency"].as_f64(),
-            load: None,
-        };
+        let q = case_query(a);
         let started = std::time::Instant::now();
         let result = server.search_default_with(decode_server.as_mut(), &q).unwrap_or_else(|e| panic!("{name}: {e}"));
         println!(
@@ -269,6 +252,28 @@ fn every_search_golden_case() {
     assert!(failures.is_empty(), "{} failures", failures.len());
 }
 
+/// A case's search arguments and options from its meta.json `args`.
+fn case_query(a: &serde_json::Value) -> SearchQuery {
+    let u = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("meta args.{k}")) as u32;
+    let f = |k: &str| a[k].as_f64().unwrap_or_else(|| panic!("meta args.{k}"));
+    let (kv_sizing, chunked_prefill) = common::case_kv_options(a);
+    SearchQuery {
+        total_gpus: u("gpus"),
+        isl: u("isl"),
+        osl: u("osl"),
+        prefix: u("prefix"),
+        ttft_ms: f("ttft"),
+        tpot_ms: f("tpot"),
+        top_n: u("top_n") as usize,
+        strict_sla: false,
+        threads: 1,
+        kv_sizing,
+        chunked_prefill,
+        request_latency_ms: a["request_latency"].as_f64(),
+        load: None,
+    }
+}
+
 fn meta_of(case: &Path) -> serde_json::Value {
     serde_json::from_reader(File::open(case.join("meta.json")).expect("meta.json")).expect("meta.json is JSON")
 }
@@ -299,28 +304,12 @@ fn every_backend_auto_case() {
         let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let meta = meta_of(case);
         let a = &meta["args"];
-        let u = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("meta args.{k}")) as u32;
-        let f = |k: &str| a[k].as_f64().unwrap_or_else(|| panic!("meta args.{k}"));
         let model = a["model"].as_str().expect("model").to_string();
         let system = a["system"].as_str().expect("system");
         let backends = [Backend::Trtllm, Backend::Sglang, Backend::Vllm];
         let mut servers: Vec<Server> =
             backends.iter().map(|b| common::role_server(&tree, a, system, Some(b.name()))).collect();
-        let q = SearchQuery {
-            total_gpus: u("gpus"),
-            isl: u("isl"),
-            osl: u("osl"),
-            prefix: u("prefix"),
-            ttft_ms: f("ttft"),
-            tpot_ms: f("tpot"),
-            top_n: u("top_n") as usize,
-            strict_sla: false,
-            threads: 1,
-            kv_sizing: aicsql_serving::KvSizing::default(),
-            chunked_prefill: false,
-            request_latency_ms: a["request_latency"].as_f64(),
-            load: None,
-        };
+        let q = case_query(a);
         let roles = backends
             .iter()
             .zip(servers.iter_mut())
@@ -420,29 +409,13 @@ fn every_recommend_case() {
         let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let meta = meta_of(case);
         let a = &meta["args"];
-        let u = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("meta args.{k}")) as u32;
-        let f = |k: &str| a[k].as_f64().unwrap_or_else(|| panic!("meta args.{k}"));
         let model = a["model"].as_str().expect("model").to_string();
         let target = match a["target_request_rate"].as_f64() {
             Some(rate) => LoadTarget::RequestRate(rate),
-            None => LoadTarget::Concurrency(f("target_concurrency")),
+            None => LoadTarget::Concurrency(a["target_concurrency"].as_f64().expect("a load target")),
         };
         let mut server = common::case_server(&tree, a);
-        let q = SearchQuery {
-            total_gpus: 0,
-            isl: u("isl"),
-            osl: u("osl"),
-            prefix: u("prefix"),
-            ttft_ms: f("ttft"),
-            tpot_ms: f("tpot"),
-            top_n: u("top_n") as usize,
-            strict_sla: false,
-            threads: 1,
-            kv_sizing: aicsql_serving::KvSizing::default(),
-            chunked_prefill: false,
-            request_latency_ms: a["request_latency"].as_f64(),
-            load: None,
-        };
+        let q = SearchQuery { total_gpus: 0, ..case_query(a) };
         let r = server.search_recommend(None, &q, target).unwrap_or_else(|e| panic!("{name}: {e}"));
         let used = r.budgets.last().copied().map(u64::from);
         if meta["error"].as_str().is_some_and(|e| e.starts_with("NoFeasibleConfigError")) {

@@ -184,7 +184,9 @@ fn parse(values: &[ScalarValue], options: &AicOptions) -> Result<Option<Call>> {
         (Some(r), None) => LoadTarget::RequestRate(r),
         (None, Some(c)) => LoadTarget::Concurrency(c),
         _ => {
-            return plan_err!("{NAME}: give exactly one of target_request_rate and target_concurrency (the other NULL)");
+            return plan_err!(
+                "{NAME}: give exactly one of target_request_rate and target_concurrency (the other NULL)"
+            );
         }
     };
     let (which, value) = match target {
