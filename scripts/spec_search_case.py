@@ -160,11 +160,19 @@ def _install_extension_stub() -> None:
     sys.modules[name] = mod
 
 
-def load_recommend(spec_src: str, systems: str):
-    """The spec's cli_recommend (after `load_spec` has patched the capture)."""
-    from aiconfigurator.cli.api import cli_recommend
+def load_recommend(spec_src: str, systems: str, budgets: list):
+    """The spec's cli_recommend (after `load_spec` has patched the capture), with every budget it
+    tries appended to ``budgets`` (its escalation, docs/spec/experiments.md 4.3)."""
+    from aiconfigurator.cli import api
 
-    return cli_recommend
+    build = api._build_recommend_tasks
+
+    def build_and_keep(base_tasks, total_gpus):
+        budgets.append(int(total_gpus))
+        return build(base_tasks, total_gpus)
+
+    api._build_recommend_tasks = build_and_keep
+    return api.cli_recommend
 
 
 def load_spec(spec_src: str, systems: str):
@@ -258,10 +266,11 @@ def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple
     result = None
     t0 = time.time()
     recommend = any(args.get(k) is not None for k in RECOMMEND_KEYS)
+    budgets: list = []
     try:
         if recommend:
             # cli_recommend's own arguments: no GPU budget (it escalates from a node), SILICON as the goldens.
-            cli_recommend = load_recommend(spec_src, systems)
+            cli_recommend = load_recommend(spec_src, systems, budgets)
             result = cli_recommend(
                 args["model"],
                 args["system"],
@@ -339,6 +348,8 @@ def run_case(args: dict, spec_src: str, systems: str, note: str | None) -> tuple
     if recommend and result is not None:
         # the budget of the last attempt (the escalation's answer)
         meta["total_gpus_used"] = int(next(iter(result.tasks.values())).total_gpus)
+    if recommend:
+        meta["budgets_tried"] = budgets
     if not plain:
         meta["experiments"] = names
         meta["outcomes"] = {

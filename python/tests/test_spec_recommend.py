@@ -54,10 +54,10 @@ def test_recommend_frames_equal_the_specs(case):
                         target_request_rate=a.get("target_request_rate"),
                         target_concurrency=a.get("target_concurrency"), isl=a["isl"], osl=a["osl"],
                         prefix=a["prefix"], ttft_ms=a["ttft"], tpot_ms=a["tpot"], top_n=a["top_n"])  # fmt: skip
+    assert rec.budgets == meta["budgets_tried"]  # the escalation: the same budgets, in order
     if (meta["error"] or "").startswith("NoFeasibleConfigError"):
-        # nothing fits at any budget: all four tried, every experiment out of memory, no config
-        assert rec.budgets[-1] == 64 and rec.result.chosen_exp == "none"
-        assert all(str(r.reason).startswith("InsufficientMemoryError") for r in rec.result.modes.values())
+        # no config at the last budget: the spec raises, the Python path reports each experiment's reason
+        assert rec.result.chosen_exp == "none" and not any(r.ok for r in rec.result.modes.values())
         return
     assert rec.budgets[-1] == meta["total_gpus_used"]
     failures = []

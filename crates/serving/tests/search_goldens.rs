@@ -418,16 +418,23 @@ fn every_recommend_case() {
         let q = SearchQuery { total_gpus: 0, ..case_query(a) };
         let r = server.search_recommend(None, &q, target).unwrap_or_else(|e| panic!("{name}: {e}"));
         let used = r.budgets.last().copied().map(u64::from);
+        let tried: Vec<u32> = meta["budgets_tried"]
+            .as_array()
+            .expect("budgets_tried")
+            .iter()
+            .filter_map(|b| b.as_u64().and_then(|b| u32::try_from(b).ok()))
+            .collect();
+        if r.budgets != tried {
+            failures.push(format!("{name}: budgets {:?}, spec {tried:?}", r.budgets));
+        }
         if meta["error"].as_str().is_some_and(|e| e.starts_with("NoFeasibleConfigError")) {
-            // Nothing fits at any budget: every budget tried (out of memory at
-            // each), no config; the spec raises where aicsql reports reasons.
+            // No config at the last budget: the spec raises where aicsql
+            // reports each experiment's reason.
             let nothing = r.agg.best.is_empty() && r.disagg.as_ref().is_none_or(|d| d.best.is_empty());
-            let oom = r.agg.out_of_memory && r.disagg.as_ref().is_none_or(|d| d.out_of_memory);
-            if !(nothing && oom && r.chosen.is_none() && used == Some(64)) {
-                failures
-                    .push(format!("{name}: the spec found nothing at 64 GPUs; ours {:?} {:?}", r.budgets, r.chosen));
+            if !(nothing && r.chosen.is_none()) {
+                failures.push(format!("{name}: the spec found nothing; ours chose {:?}", r.chosen));
             }
-            println!("{name}: budgets {:?}, nothing fits (spec: {})", r.budgets, meta["error"]);
+            println!("{name}: budgets {:?}, nothing found (spec: {})", r.budgets, meta["error"]);
             continue;
         }
         if used != meta["total_gpus_used"].as_u64() {

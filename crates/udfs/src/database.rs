@@ -66,6 +66,15 @@ pub fn resolve(function: &str, tree: &DataTree, arg: &str, options: &AicOptions)
             ));
         }
     };
+    if backend == "auto" {
+        return Err(invalid(
+            function,
+            format!(
+                "backend 'auto' (every backend of the system, database '{arg}') is taken by search_default, which runs \
+                 and names each backend's experiments; name one backend here, e.g. '{system}/vllm'"
+            ),
+        ));
+    }
     let versions = || entries.iter().filter(|e| e.system == system && e.backend == backend);
     if versions().next().is_none() {
         let mut backends: Vec<&str> =
