@@ -100,3 +100,25 @@ def test_search_default_names_every_experiment_on_both_paths():
     assert [r["experiment"] for r in rust] == _meta("llama31_8b_h200_auto_2gpu")["experiments"]
     assert [r["experiment"] for r in rust if r["chosen"]] == ["agg_vllm"]
     assert [r["db"] for r in rust][::2] == ["h200_sxm/trtllm/1.3.0rc23", "h200_sxm/sglang/0.5.16", "h200_sxm/vllm/0.24.0"]
+
+
+@needs_data
+def test_search_agg_and_disagg_flag_the_merged_picks_on_both_paths():
+    import aicsql
+
+    ctx = aicsql.context()
+    case = "llama31_8b_h200_auto_2gpu"
+    call = "('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/auto', 2, 1024, 256, 0, 1000, 30)"
+    for mode in ("agg", "disagg"):
+        rust = ctx.sql(f"SELECT * FROM search_{mode}{call}").to_arrow_table().to_pylist()
+        python = ctx.sql(f"SELECT * FROM py_search_{mode}{call}").to_arrow_table().to_pylist()
+        assert rust == python
+        # every experiment's candidates, in the spec's experiment order
+        names = [n for n in _meta(case)["experiments"] if n.startswith(mode + "_")]
+        assert len(rust) == sum(len(_golden(case, f"{n}.candidates.parquet")) for n in names)
+        # the flags are the spec's merged picks: the merged best configs in rank order, the merged front's size
+        best = sorted((r for r in rust if r["best_rank"] is not None), key=lambda r: r["best_rank"])
+        merged = _golden(case, f"{mode}.best_configs.parquet")
+        assert [(r["backend"], r["tokens_per_s_per_gpu_cluster"]) for r in best] == \
+            [(g["backend"], g["tokens/s/gpu_cluster"]) for g in merged]  # fmt: skip
+        assert sum(r["pareto"] for r in rust) == len(_golden(case, f"{mode}.pareto_fronts.parquet"))

@@ -315,7 +315,7 @@ fn every_backend_auto_case() {
             .zip(servers.iter_mut())
             .map(|(b, server)| (*b, BackendServers::Ready { server, decode: None }))
             .collect();
-        let result = search_experiments(roles, &q).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let result = search_experiments(roles, &q, None).unwrap_or_else(|e| panic!("{name}: {e}"));
         let names: Vec<&str> = result.experiments.iter().map(|e| e.name.as_str()).collect();
         let spec_names: Vec<&str> =
             meta["experiments"].as_array().expect("experiments").iter().filter_map(|v| v.as_str()).collect();

@@ -10,14 +10,17 @@ use datafusion::common::{Result, ScalarValue};
 use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::Documentation;
 
-use aicsql_serving::AggCandidate;
+use aicsql_serving::{AggCandidate, Mode, Outcome, Server};
 use aicsql_tables::DataTree;
 
 use crate::DOC_SECTION_AICSQL;
 use crate::config::AicOptions;
 use crate::errors::serving_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
-use crate::search_args::{SearchCall, empty_or_error, flags, search_call, signature};
+use crate::search_args::{
+    asks_for_every_backend, auto_call, empty_or_error, every_backend_of, experiment_flags, flags, search_call,
+    signature,
+};
 use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "search_agg";
@@ -69,7 +72,10 @@ impl SearchAgg {
             .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
             .with_argument(
                 "db",
-                "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).",
+                "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version); \
+                 'system/auto[/version]': every backend of the system (the spec's --backend auto), each \
+                 backend's candidates in turn, `pareto` and `best_rank` the spec's picks merged across backends \
+                 when it builds more than two experiments.",
             )
             .with_argument("total_gpus", "The GPU budget: layouts and deployments up to this many GPUs.")
             .with_argument("isl", "Input sequence length.")
@@ -88,7 +94,9 @@ impl SearchAgg {
 /// One candidate with what the row reports beside it.
 struct Line<'a> {
     c: &'a AggCandidate,
-    call: &'a SearchCall,
+    model: &'a str,
+    db: &'a str,
+    server: &'a Server<'static>,
     label: String,
     cluster: f64,
     pareto: bool,
@@ -98,8 +106,8 @@ struct Line<'a> {
 fn columns<'a>() -> Vec<Column<Line<'a>>> {
     use Value::{Bool, Float, Int, Text};
     vec![
-        required("model", Text(|r| Some(r.call.model.as_str()))),
-        required("db", Text(|r| Some(r.call.db.as_str()))),
+        required("model", Text(|r| Some(r.model))),
+        required("db", Text(|r| Some(r.db))),
         required("isl", Int(|r| Some(i64::from(r.c.estimate.isl)))),
         required("osl", Int(|r| Some(i64::from(r.c.estimate.osl)))),
         required("prefix", Int(|r| Some(i64::from(r.c.estimate.prefix)))),
@@ -140,9 +148,9 @@ fn columns<'a>() -> Vec<Column<Line<'a>>> {
         required("num_tokens", Float(|r| Some(r.c.estimate.num_tokens))),
         required("ctx_tokens", Int(|r| Some(i64::from(r.c.estimate.ctx_tokens)))),
         required("gen_tokens", Float(|r| Some(r.c.estimate.num_gen_reqs))),
-        required("system", Text(|r| Some(r.call.server.system()))),
-        required("backend", Text(|r| Some(r.call.server.backend().name()))),
-        required("version", Text(|r| Some(r.call.server.version()))),
+        required("system", Text(|r| Some(r.server.system()))),
+        required("backend", Text(|r| Some(r.server.backend().name()))),
+        required("version", Text(|r| Some(r.server.version()))),
         required("pareto", Bool(|r| Some(r.pareto))),
         col("best_rank", Int(|r| r.best_rank)),
     ]
@@ -158,10 +166,16 @@ impl RowsFunction for SearchAgg {
     }
 
     fn check(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<()> {
+        if asks_for_every_backend(args, config)? {
+            return auto_call(NAME, &self.tree, args, config).map(|_| ());
+        }
         search_call(NAME, &self.tree, args, config).map(|_| ())
     }
 
     fn rows(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<RecordBatch> {
+        if asks_for_every_backend(args, config)? {
+            return every_backend(&self.tree, args, config);
+        }
         let Some(mut call) = search_call(NAME, &self.tree, args, config)? else {
             return Ok(RecordBatch::new_empty(SearchAgg::schema()));
         };
@@ -176,7 +190,9 @@ impl RowsFunction for SearchAgg {
         for (i, c) in search.candidates.iter().enumerate() {
             rows.push(&Line {
                 c,
-                call: &call,
+                model: &call.model,
+                db: &call.db,
+                server: &call.server,
                 label: c.estimate.label().to_string(),
                 cluster: search.cluster[i],
                 pareto: pareto[i],
@@ -185,4 +201,33 @@ impl RowsFunction for SearchAgg {
         }
         rows.finish()
     }
+}
+
+/// `backend = 'auto'`: every backend's agg candidates, experiment after
+/// experiment, flagged by the spec's merged picks (above two experiments).
+fn every_backend(tree: &Arc<DataTree>, args: &[ScalarValue], config: &ConfigOptions) -> Result<RecordBatch> {
+    let Some((call, result)) = every_backend_of(NAME, tree, args, config, Mode::Agg)? else {
+        return Ok(RecordBatch::new_empty(SearchAgg::schema()));
+    };
+    let columns = columns();
+    let mut rows = Rows::new(&columns);
+    for (e, experiment) in result.experiments.iter().enumerate() {
+        let Outcome::Agg(search) = &experiment.outcome else { continue };
+        let Some(b) = call.backends.iter().find(|b| b.backend == experiment.backend) else { continue };
+        let Ok((server, _)) = &b.servers else { continue };
+        let (pareto, rank) = experiment_flags(&result, e, flags(search));
+        for (i, c) in search.candidates.iter().enumerate() {
+            rows.push(&Line {
+                c,
+                model: &call.model,
+                db: &b.db,
+                server,
+                label: c.estimate.label().to_string(),
+                cluster: search.cluster[i],
+                pareto: pareto[i],
+                best_rank: rank[i],
+            });
+        }
+    }
+    rows.finish()
 }

@@ -278,3 +278,58 @@ pub(crate) fn empty_or_error(function: &str, call: &SearchCall, reason: &str, op
     }
     Ok(())
 }
+
+/// A `backend = 'auto'` search of one serving mode (`search_agg`,
+/// `search_disagg`): every backend's experiment of `mode`, picked as the
+/// spec picks when it builds every mode's (merged above two experiments).
+pub(crate) fn every_backend_of(
+    function: &str,
+    tree: &Arc<DataTree>,
+    values: &[ScalarValue],
+    config: &ConfigOptions,
+    mode: aicsql_serving::Mode,
+) -> Result<Option<(AutoCall, aicsql_serving::Experiments)>> {
+    let Some(mut call) = auto_call(function, tree, values, config)? else { return Ok(None) };
+    let roles = call
+        .backends
+        .iter_mut()
+        .map(|b| {
+            let servers = match &mut b.servers {
+                Ok((server, decode)) => aicsql_serving::BackendServers::Ready { server, decode: decode.as_mut() },
+                Err(reason) => aicsql_serving::BackendServers::Refused(reason.clone()),
+            };
+            (b.backend, servers)
+        })
+        .collect();
+    let result = aicsql_serving::search_experiments(roles, &call.query, Some(mode))
+        .map_err(|e| serving_error(function, &call.model, "auto", e))?;
+    Ok(Some((call, result)))
+}
+
+/// The `pareto` and `best_rank` of experiment `e`'s candidates in an auto
+/// search: the merged picks' when the spec merges, else its own.
+pub(crate) fn experiment_flags(
+    result: &aicsql_serving::Experiments,
+    e: usize,
+    own: (Vec<bool>, Vec<Option<i64>>),
+) -> (Vec<bool>, Vec<Option<i64>>) {
+    let Some(merged) = &result.merged else { return own };
+    let picks = match result.experiments[e].mode {
+        aicsql_serving::Mode::Agg => &merged[0],
+        aicsql_serving::Mode::Disagg => &merged[1],
+    };
+    let n = own.0.len();
+    let mut pareto = vec![false; n];
+    let mut rank = vec![None; n];
+    for &(x, i) in &picks.pareto {
+        if x == e && i < n {
+            pareto[i] = true;
+        }
+    }
+    for (k, &(x, i)) in picks.best.iter().enumerate() {
+        if x == e && i < n {
+            rank[i] = Some(k as i64 + 1);
+        }
+    }
+    (pareto, rank)
+}

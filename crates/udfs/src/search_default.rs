@@ -205,7 +205,7 @@ impl SearchDefault {
                 (b.backend, servers)
             })
             .collect();
-        let result = search_experiments(roles, &call.query)
+        let result = search_experiments(roles, &call.query, None)
             .map_err(|e| serving_error(NAME, &call.model, system.as_deref().unwrap_or_default(), e))?;
         let columns = columns();
         let mut rows = Rows::new(&columns);

@@ -10,14 +10,17 @@ use datafusion::common::{Result, ScalarValue};
 use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::Documentation;
 
-use aicsql_serving::{DisaggCandidate, WorkerEstimate};
+use aicsql_serving::{DisaggCandidate, Mode, Outcome, Server, WorkerEstimate};
 use aicsql_tables::DataTree;
 
 use crate::DOC_SECTION_AICSQL;
 use crate::config::AicOptions;
 use crate::errors::serving_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
-use crate::search_args::{SearchCall, empty_or_error, flags, search_call, signature};
+use crate::search_args::{
+    asks_for_every_backend, auto_call, empty_or_error, every_backend_of, experiment_flags, flags, search_call,
+    signature,
+};
 use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "search_disagg";
@@ -69,7 +72,10 @@ impl SearchDisagg {
             .with_argument("model", "Hugging Face id of a model in aic.meta.models.")
             .with_argument(
                 "db",
-                "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version).",
+                "Database 'system/backend/version' (or a prefix completed by aic.backend / aic.version); \
+                 'system/auto[/version]': every backend of the system (the spec's --backend auto), each \
+                 backend's candidates in turn, `pareto` and `best_rank` the spec's picks merged across backends \
+                 when it builds more than two experiments.",
             )
             .with_argument("total_gpus", "The GPU budget of a deployment.")
             .with_argument("isl", "Input sequence length.")
@@ -84,7 +90,11 @@ impl SearchDisagg {
 
 struct Line<'a> {
     c: &'a DisaggCandidate,
-    call: &'a SearchCall,
+    model: &'a str,
+    db: &'a str,
+    server: &'a Server<'static>,
+    /// The decode workers' server (`server` unless on another system).
+    decode: &'a Server<'static>,
     labels: [String; 2],
     cluster: f64,
     pareto: bool,
@@ -127,8 +137,8 @@ macro_rules! side {
 fn columns<'a>() -> Vec<Column<Line<'a>>> {
     use Value::{Bool, Float, Int, Text};
     let mut out = vec![
-        required("model", Text(|r: &Line| Some(r.call.model.as_str()))),
-        required("db", Text(|r| Some(r.call.db.as_str()))),
+        required("model", Text(|r: &Line| Some(r.model))),
+        required("db", Text(|r| Some(r.db))),
         required("isl", Int(|r| Some(i64::from(r.c.estimate.isl)))),
         required("osl", Int(|r| Some(i64::from(r.c.estimate.osl)))),
         required("prefix", Int(|r| Some(i64::from(r.c.estimate.prefix)))),
@@ -153,13 +163,13 @@ fn columns<'a>() -> Vec<Column<Line<'a>>> {
     side!(out, decode, 1, "decode_");
     out.extend([
         required("comm", Text(|_: &Line| Some("half"))),
-        required("system", Text(|r| Some(r.call.server.system()))),
-        required("backend", Text(|r| Some(r.call.server.backend().name()))),
-        required("version", Text(|r| Some(r.call.server.version()))),
+        required("system", Text(|r| Some(r.server.system()))),
+        required("backend", Text(|r| Some(r.server.backend().name()))),
+        required("version", Text(|r| Some(r.server.version()))),
         // The decode workers' database (the prefill's unless aic.decode_system
         // names another system, docs/spec/experiments.md 1).
-        required("decode_system", Text(|r| Some(r.call.decode.as_ref().unwrap_or(&r.call.server).system()))),
-        required("decode_version", Text(|r| Some(r.call.decode.as_ref().unwrap_or(&r.call.server).version()))),
+        required("decode_system", Text(|r| Some(r.decode.system()))),
+        required("decode_version", Text(|r| Some(r.decode.version()))),
         required("pareto", Bool(|r| Some(r.pareto))),
         col("best_rank", Int(|r| r.best_rank)),
     ]);
@@ -176,10 +186,16 @@ impl RowsFunction for SearchDisagg {
     }
 
     fn check(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<()> {
+        if asks_for_every_backend(args, config)? {
+            return auto_call(NAME, &self.tree, args, config).map(|_| ());
+        }
         search_call(NAME, &self.tree, args, config).map(|_| ())
     }
 
     fn rows(&self, args: &[ScalarValue], config: &ConfigOptions) -> Result<RecordBatch> {
+        if asks_for_every_backend(args, config)? {
+            return every_backend(&self.tree, args, config);
+        }
         let Some(mut call) = search_call(NAME, &self.tree, args, config)? else {
             return Ok(RecordBatch::new_empty(SearchDisagg::schema()));
         };
@@ -197,7 +213,10 @@ impl RowsFunction for SearchDisagg {
         for (i, c) in search.candidates.iter().enumerate() {
             rows.push(&Line {
                 c,
-                call: &call,
+                model: &call.model,
+                db: &call.db,
+                server: &call.server,
+                decode: call.decode.as_ref().unwrap_or(&call.server),
                 labels: [c.estimate.prefill.label().to_string(), c.estimate.decode.label().to_string()],
                 cluster: search.cluster[i],
                 pareto: pareto[i],
@@ -206,4 +225,34 @@ impl RowsFunction for SearchDisagg {
         }
         rows.finish()
     }
+}
+
+/// `backend = 'auto'`: every backend's disagg candidates, experiment after
+/// experiment, flagged by the spec's merged picks (above two experiments).
+fn every_backend(tree: &Arc<DataTree>, args: &[ScalarValue], config: &ConfigOptions) -> Result<RecordBatch> {
+    let Some((call, result)) = every_backend_of(NAME, tree, args, config, Mode::Disagg)? else {
+        return Ok(RecordBatch::new_empty(SearchDisagg::schema()));
+    };
+    let columns = columns();
+    let mut rows = Rows::new(&columns);
+    for (e, experiment) in result.experiments.iter().enumerate() {
+        let Outcome::Disagg(search) = &experiment.outcome else { continue };
+        let Some(b) = call.backends.iter().find(|b| b.backend == experiment.backend) else { continue };
+        let Ok((server, decode)) = &b.servers else { continue };
+        let (pareto, rank) = experiment_flags(&result, e, flags(search));
+        for (i, c) in search.candidates.iter().enumerate() {
+            rows.push(&Line {
+                c,
+                model: &call.model,
+                db: &b.db,
+                server,
+                decode: decode.as_ref().unwrap_or(server),
+                labels: [c.estimate.prefill.label().to_string(), c.estimate.decode.label().to_string()],
+                cluster: search.cluster[i],
+                pareto: pareto[i],
+                best_rank: rank[i],
+            });
+        }
+    }
+    rows.finish()
 }

@@ -87,13 +87,21 @@ pub struct Experiments {
 /// agg, then its disagg from 2 GPUs) and picks as `cli default` does.
 /// A backend's search that the spec would drop (a refusal, no candidate) is
 /// a failed experiment; corrupt data stops the whole search.
+///
+/// `only`: search that mode's experiments alone (`search_agg`,
+/// `search_disagg`); the merge still counts every experiment the spec
+/// builds, as it decides by the number of tasks.
 pub fn search_experiments(
     backends: Vec<(Backend, BackendServers<'_, '_>)>,
     q: &SearchQuery,
+    only: Option<Mode>,
 ) -> Result<Experiments, ServingError> {
+    let per_backend: &[Mode] = if q.total_gpus >= 2 { &[Mode::Agg, Mode::Disagg] } else { &[Mode::Agg] };
+    let tasks = backends.len() * per_backend.len();
     let mut experiments = Vec::new();
     for (backend, servers) in backends {
-        let modes: &[Mode] = if q.total_gpus >= 2 { &[Mode::Agg, Mode::Disagg] } else { &[Mode::Agg] };
+        let modes: Vec<Mode> = per_backend.iter().copied().filter(|m| only.is_none_or(|o| o == *m)).collect();
+        let modes = modes.as_slice();
         let name = |mode: Mode| format!("{}_{}", mode.name(), backend.name());
         match servers {
             BackendServers::Refused(reason) => {
@@ -127,7 +135,7 @@ pub fn search_experiments(
             }
         }
     }
-    Ok(pick_experiments(experiments, q))
+    Ok(pick_experiments(experiments, q, tasks))
 }
 
 fn reason_of(reason: &Option<String>) -> String {
@@ -136,8 +144,8 @@ fn reason_of(reason: &Option<String>) -> String {
 
 /// The spec's picks over the experiments (`main:1957-1962`,
 /// `cutils:99-202`).
-pub(crate) fn pick_experiments(experiments: Vec<Experiment>, q: &SearchQuery) -> Experiments {
-    if experiments.len() <= 2 {
+pub(crate) fn pick_experiments(experiments: Vec<Experiment>, q: &SearchQuery, tasks: usize) -> Experiments {
+    if tasks <= 2 {
         // No merge: the experiment with the highest own rank 1, the first on a tie.
         let mut chosen: Option<(usize, f64)> = None;
         for (i, e) in experiments.iter().enumerate() {

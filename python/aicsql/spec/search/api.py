@@ -544,6 +544,8 @@ class MergedPicks(NamedTuple):
     pareto_fronts: Optional[List[dict]]
     best_throughput: float
     best_from: List[int]  # the experiment index of each merged best row
+    best_at: List[Tuple[int, int]]  # (experiment, candidate position) of each merged best row
+    pareto_at: List[Tuple[int, int]]  # the same for the merged front
 
 
 class ExperimentsResult(NamedTuple):
@@ -575,13 +577,16 @@ def run_experiments(model: str, db: str, total_gpus: int, isl: int, osl: int, pr
                     ttft_ms: float = 2000.0, tpot_ms: float = 30.0, *, top_n: int = 5, strict_sla: bool = False,
                     shared_layer: bool = True, backend: str = "", version: str = "latest",
                     options: Optional[Dict[str, object]] = None, enable_chunked_prefill: bool = False,
-                    request_latency_ms: Optional[float] = None, data=None) -> ExperimentsResult:  # fmt: skip
+                    request_latency_ms: Optional[float] = None, only: Optional[str] = None,
+                    data=None) -> ExperimentsResult:  # fmt: skip
     """``cli_default(backend="auto")`` (experiments.md 2): ``db`` is
     'system/auto[/version]' (or 'system' with ``backend='auto'``). Each kept
     backend's agg and (from 2 GPUs) disagg experiment, searched as
     `run_search` does; an experiment that raises or finds nothing is
     failed. With more than two experiments the picks are merged per mode
-    (`MergedPicks`) and the spec's ``chosen_exp`` is 'agg' or 'disagg'."""
+    (`MergedPicks`) and the spec's ``chosen_exp`` is 'agg' or 'disagg'.
+    ``only``: that mode's experiments alone (the merge still counts every
+    experiment the spec builds)."""
     parts = db.split("/")
     system = parts[0]
     named = parts[2] if len(parts) >= 3 else (version or "latest")
@@ -593,7 +598,8 @@ def run_experiments(model: str, db: str, total_gpus: int, isl: int, osl: int, pr
     _target("ttft_ms", ttft_ms), _target("tpot_ms", tpot_ms)
     latency = _request_latency(request_latency_ms)
     experiments: List[Experiment] = []
-    modes = ("agg", "disagg") if total_gpus >= 2 else ("agg",)
+    all_modes = ("agg", "disagg") if total_gpus >= 2 else ("agg",)
+    modes = tuple(m for m in all_modes if only is None or m == only)
     for b in kept:
         b_db = f"{system}/{b}/{named}"
         try:
@@ -602,7 +608,7 @@ def run_experiments(model: str, db: str, total_gpus: int, isl: int, osl: int, pr
             res = run_search(model, b_db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n,
                              strict_sla=strict_sla, shared_layer=shared_layer, options=options,
                              enable_chunked_prefill=enable_chunked_prefill, request_latency_ms=request_latency_ms,
-                             data=data)  # fmt: skip
+                             modes=modes, data=data)  # fmt: skip
             for mode in modes:
                 r = res.modes[mode]
                 if r.ok and not r.candidates:
@@ -611,10 +617,11 @@ def run_experiments(model: str, db: str, total_gpus: int, isl: int, osl: int, pr
         except (ValueError, KeyError, DeploymentRefused) as exc:  # the model cannot be priced on this backend
             for mode in modes:
                 experiments.append(Experiment(f"{mode}_{b}", mode, b, b_db, _failed(mode, str(exc))))
-    return _pick_experiments(experiments, top_n, latency)
+    return _pick_experiments(experiments, top_n, latency, len(kept) * len(all_modes))
 
 
-def _pick_experiments(experiments: List[Experiment], top_n: int, latency: Optional[float]) -> ExperimentsResult:
+def _pick_experiments(experiments: List[Experiment], top_n: int, latency: Optional[float],
+                      tasks: int) -> ExperimentsResult:  # fmt: skip
     """main:1957-1962 and cutils:99-202: no merge with two experiments or
     fewer (the highest own rank 1, the first on a tie); else per mode the
     merged best configs (single-key quicksort on the concatenation) and the
@@ -622,25 +629,29 @@ def _pick_experiments(experiments: List[Experiment], top_n: int, latency: Option
     ok = [k for k, e in enumerate(experiments) if e.result.ok]
     if not ok:
         return ExperimentsResult(experiments, None, "none", None)
-    if len(experiments) <= 2:
+    if tasks <= 2:
         k = max(ok, key=lambda i: experiments[i].result.best_throughput)  # the first maximum
         return ExperimentsResult(experiments, None, experiments[k].name, k)
     x, maximize = ("request_latency", False) if latency is not None else ("tokens/s/user", True)
     merged: Dict[str, MergedPicks] = {}
     for mode in ("agg", "disagg"):
-        best_rows, best_from, front_rows = [], [], []
+        best_rows, best_at, front_rows, front_at = [], [], [], []
         for k in ok:
             e = experiments[k]
             if e.mode != mode:
                 continue
             # the frames as copied, with the experiment's backend (a disagg frame gains the column at its end)
             best_rows += [dict(r, backend=e.backend) for r in e.result.best_configs]
-            best_from += [k] * len(e.result.best_configs)
+            best_at += [(k, i) for i in e.result.best_index]
             front_rows += [dict(r, backend=e.backend) for r in e.result.pareto_fronts]
+            front_at += [(k, i) for i in e.result.pareto_index]
         order = sort_indexer([r[CLUSTER] for r in best_rows], ascending=False)[:top_n]
         best = [best_rows[i] for i in order]
-        front = [front_rows[i] for i in pareto_front(front_rows, x, maximize_x=maximize)] if front_rows else None
-        merged[mode] = MergedPicks(best, front, float(best[0][CLUSTER]) if best else 0.0, [best_from[i] for i in order])
+        front_order = pareto_front(front_rows, x, maximize_x=maximize) if front_rows else []
+        front = [front_rows[i] for i in front_order] if front_rows else None
+        merged[mode] = MergedPicks(best, front, float(best[0][CLUSTER]) if best else 0.0,
+                                   [best_at[i][0] for i in order], [best_at[i] for i in order],
+                                   [front_at[i] for i in front_order])  # fmt: skip
     chosen_mode = "disagg" if merged["disagg"].best_throughput > merged["agg"].best_throughput else "agg"
     picks = merged[chosen_mode]
     return ExperimentsResult(experiments, merged, chosen_mode, picks.best_from[0] if picks.best_from else None)
@@ -676,6 +687,9 @@ def search_agg(model: str, db: str, total_gpus: int, isl: int, osl: int, prefix:
     """The agg candidates of ``cli default`` (`AGG_TABLE_SCHEMA`), in the
     spec's order; ValueError with the reason if the sweep found nothing.
     ``kw``: `run_search`'s keywords (``options``: the MTP options)."""
+    if _asks_for_every_backend(db, kw.get("backend", "")):
+        return _every_backend_table("agg", model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n,
+                                    strict_sla, kw)  # fmt: skip
     res = run_search(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n, strict_sla=strict_sla,
                      modes=("agg",), **kw)  # fmt: skip
     mode = res.modes["agg"]
@@ -689,6 +703,9 @@ def search_disagg(model: str, db: str, total_gpus: int, isl: int, osl: int, pref
                   **kw) -> pa.Table:  # fmt: skip
     """The disagg candidates of ``cli default`` (`DISAGG_TABLE_SCHEMA`), in the
     spec's order; ValueError with the reason if the sweep found nothing."""
+    if _asks_for_every_backend(db, kw.get("backend", "")):
+        return _every_backend_table("disagg", model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n,
+                                    strict_sla, kw)  # fmt: skip
     res = run_search(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n, strict_sla=strict_sla,
                      modes=("disagg",), **kw)  # fmt: skip
     mode = res.modes.get("disagg")
@@ -697,6 +714,33 @@ def search_disagg(model: str, db: str, total_gpus: int, isl: int, osl: int, pref
     if not mode.ok:
         raise ValueError(mode.reason)
     return _mode_table(mode, _DISAGG_COLUMNS, DISAGG_TABLE_SCHEMA)
+
+
+def _every_backend_table(mode: str, model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n, strict_sla,
+                         kw) -> pa.Table:  # fmt: skip
+    """``search_agg`` / ``search_disagg`` under backend 'auto': every backend's
+    candidates of ``mode``, experiment after experiment, flagged by the merged
+    picks when the spec merges (above two experiments), else by their own."""
+    res = run_experiments(model, db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n,
+                          strict_sla=strict_sla, only=mode, **kw)  # fmt: skip
+    columns, schema = (_AGG_COLUMNS, AGG_TABLE_SCHEMA) if mode == "agg" else (_DISAGG_COLUMNS, DISAGG_TABLE_SCHEMA)
+    picks = res.merged.get(mode) if res.merged else None
+    tables = []
+    for k, e in enumerate(res.experiments):
+        if e.mode != mode or not e.result.ok:
+            continue
+        r = e.result
+        if picks is not None:
+            r = r._replace(pareto_index=[i for x, i in picks.pareto_at if x == k],
+                           best_index=[i for x, i in picks.best_at if x == k])  # fmt: skip
+            rank = {i: n + 1 for n, (x, i) in enumerate(picks.best_at) if x == k}
+            table = _mode_table(r, columns, schema)
+            ranks = [rank.get(i) for i in range(len(r.candidates))]
+            table = table.set_column(table.schema.get_field_index("best_rank"), "best_rank", pa.array(ranks, _I))
+        else:
+            table = _mode_table(r, columns, schema)
+        tables.append(table)
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def default_rows(res: SearchResult, model: str = "", db: str = "") -> List[dict]:
