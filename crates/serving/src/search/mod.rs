@@ -325,12 +325,12 @@ impl<'a> Server<'a> {
             None => self,
         };
         let mut decode_role = decode.as_deref().map(Server::search_role).transpose()?.flatten();
-        let mut decode = match (decode_role.as_mut(), decode) {
+        let decode = match (decode_role.as_mut(), decode) {
             (Some(role), _) => Some(role),
             (None, d) => d,
         };
         let space = prefill.space(q, decode.as_deref())?;
-        let sweep = prefill.sweep_disagg(q, &space, decode.as_deref_mut())?;
+        let sweep = prefill.sweep_disagg(q, &space, decode)?;
         Ok(pick::finish(sweep, q))
     }
 
