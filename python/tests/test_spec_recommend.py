@@ -50,6 +50,9 @@ def _same(a, b) -> bool:
 def test_recommend_frames_equal_the_specs(case):
     meta = _meta(case)
     a = meta["args"]
+    if a["backend"] == "auto":
+        _check_every_backend(case, meta)
+        return
     rec = run_recommend(a["model"], f"{a['system']}/{a['backend']}/{a['version']}",
                         target_request_rate=a.get("target_request_rate"),
                         target_concurrency=a.get("target_concurrency"), isl=a["isl"], osl=a["osl"],
@@ -77,6 +80,34 @@ def test_recommend_frames_equal_the_specs(case):
     assert rec.result.chosen_exp == meta["chosen_exp"]
 
 
+def _check_every_backend(case: str, meta: dict) -> None:
+    """``--backend auto``: every experiment's load-match frames and the picks merged by tokens/s/gpu."""
+    a = meta["args"]
+    rec = run_recommend(a["model"], f"{a['system']}/auto", target_request_rate=a.get("target_request_rate"),
+                        target_concurrency=a.get("target_concurrency"), isl=a["isl"], osl=a["osl"],
+                        prefix=a["prefix"], ttft_ms=a["ttft"], tpot_ms=a["tpot"], top_n=a["top_n"])  # fmt: skip
+    assert rec.budgets == meta["budgets_tried"]
+    res = rec.result
+    assert [e.name for e in res.experiments] == meta["experiments"]
+    frames = [(f"{e.name}.{f}", getattr(e.result, f)) for e in res.experiments
+              for f in ("candidates", "pareto_fronts", "best_configs")]  # fmt: skip
+    frames += [(f"{m}.best_configs", p.best_configs) for m, p in res.merged.items()]
+    frames += [(f"{m}.pareto_fronts", p.pareto_fronts or []) for m, p in res.merged.items()]
+    failures = []
+    for name, rows in frames:
+        path = SEARCH / case / f"{name}.parquet"
+        golden = pq.read_table(path).to_pylist() if path.exists() else []
+        if len(golden) != len(rows):
+            failures.append(f"{name}: {len(golden)} rows, python {len(rows)}")
+        for i, (g, p) in enumerate(zip(golden, rows)):
+            if list(g) != list(p):
+                failures.append(f"{name} row {i}: columns {sorted(set(g) ^ set(p))}")
+            failures += [f"{name} row {i} {c}: {g[c]!r} vs {p.get(c)!r}" for c in g if not _same(g[c], p.get(c))]
+    assert not failures, "\n".join(failures[:20])
+    assert {m: p.best_throughput for m, p in res.merged.items()} == meta["best_throughputs"]
+    assert res.chosen_exp == meta["chosen_exp"]
+
+
 @needs_data
 def test_search_recommend_is_equal_on_both_paths():
     import aicsql
@@ -92,3 +123,18 @@ def test_search_recommend_is_equal_on_both_paths():
         with pytest.raises(Exception, match="exactly one of target_request_rate and target_concurrency"):
             ctx.sql(f"SELECT * FROM {fn}('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/vllm/0.24.0', 1024, 256, 0, "
                     "1000, 30, 40, 200)").collect()
+
+
+@needs_data
+def test_search_recommend_names_every_backend_on_both_paths():
+    import aicsql
+
+    ctx = aicsql.context()
+    call = "('meta-llama/Meta-Llama-3.1-8B', 'h200_sxm/auto', 1024, 256, 0, 1000, 30, 40)"
+    rust = ctx.sql(f"SELECT * FROM search_recommend{call}").to_arrow_table().to_pylist()
+    python = ctx.sql(f"SELECT * FROM py_search_recommend{call}").to_arrow_table().to_pylist()
+    assert rust == python
+    assert list(dict.fromkeys(r["experiment"] for r in rust)) == _meta("llama31_8b_h200_auto_recommend_rate")["experiments"]
+    # the merged agg winner (tokens/s/gpu 6,656.131, vllm's 2-GPU rank 1)
+    assert [(r["experiment"], r["rank"], r["tokens_per_s_per_gpu"]) for r in rust if r["chosen"]] == \
+        [("agg_vllm", 1, 6656.131)]  # fmt: skip

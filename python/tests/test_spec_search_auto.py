@@ -23,8 +23,14 @@ from _support import have_data, require
 
 REPO = Path(__file__).resolve().parents[2]
 SEARCH = Path(os.environ.get("AICSQL_GOLDENS") or REPO / "tests" / "goldens") / "search"
-CASES = sorted(p.name for p in SEARCH.iterdir() if (p / "meta.json").is_file()
-               and json.loads((p / "meta.json").read_text())["args"]["backend"] == "auto") if SEARCH.is_dir() else []
+def _auto_search(p: Path) -> bool:
+    a = json.loads((p / "meta.json").read_text())["args"]
+    return a["backend"] == "auto" and a.get("target_request_rate") is None and a.get("target_concurrency") is None
+
+
+# (the `cli recommend --backend auto` cases are test_spec_recommend.py's)
+CASES = sorted(p.name for p in SEARCH.iterdir() if (p / "meta.json").is_file() and _auto_search(p)) \
+    if SEARCH.is_dir() else []  # fmt: skip
 HAVE = bool(CASES) and have_data(open_tree)
 needs_data = require(HAVE, f"--backend auto goldens ({SEARCH}) or the perf data are missing")
 

@@ -25,6 +25,7 @@ pub use mtp::{NextN, accepted_tokens};
 pub use parallel::{Label, Parallel};
 pub use search::{
     AggCandidate, BackendServers, Candidate, DefaultSearch, DisaggCandidate, Experiment, Experiments, LoadMatch,
-    LoadTarget, MergedPicks, Mode, Outcome, Recommendation, Search, SearchQuery, Skipped, search_experiments,
+    LoadTarget, MergedPicks, Mode, Outcome, Recommendation, Search, SearchQuery, Skipped, recommend_experiments,
+    search_experiments,
 };
 pub use server::Server;

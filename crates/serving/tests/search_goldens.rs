@@ -295,7 +295,7 @@ fn every_backend_auto_case() {
     let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("meta.json").exists() && is_auto(p))
+        .filter(|p| p.join("meta.json").exists() && is_auto(p) && !is_recommend(p))
         .collect();
     cases.sort();
     assert!(!cases.is_empty(), "expected the --backend auto goldens");
@@ -310,12 +310,12 @@ fn every_backend_auto_case() {
         let mut servers: Vec<Server> =
             backends.iter().map(|b| common::role_server(&tree, a, system, Some(b.name()))).collect();
         let q = case_query(a);
-        let roles = backends
+        let mut roles: Vec<_> = backends
             .iter()
             .zip(servers.iter_mut())
             .map(|(b, server)| (*b, BackendServers::Ready { server, decode: None }))
             .collect();
-        let result = search_experiments(roles, &q, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let result = search_experiments(&mut roles, &q, None).unwrap_or_else(|e| panic!("{name}: {e}"));
         let names: Vec<&str> = result.experiments.iter().map(|e| e.name.as_str()).collect();
         let spec_names: Vec<&str> =
             meta["experiments"].as_array().expect("experiments").iter().filter_map(|v| v.as_str()).collect();
@@ -414,8 +414,12 @@ fn every_recommend_case() {
             Some(rate) => LoadTarget::RequestRate(rate),
             None => LoadTarget::Concurrency(a["target_concurrency"].as_f64().expect("a load target")),
         };
-        let mut server = common::case_server(&tree, a);
         let q = SearchQuery { total_gpus: 0, ..case_query(a) };
+        if is_auto(case) {
+            recommend_every_backend(&tree, case, &meta, &q, target, &mut failures);
+            continue;
+        }
+        let mut server = common::case_server(&tree, a);
         let r = server.search_recommend(None, &q, target).unwrap_or_else(|e| panic!("{name}: {e}"));
         let used = r.budgets.last().copied().map(u64::from);
         let tried: Vec<u32> = meta["budgets_tried"]
@@ -485,4 +489,137 @@ fn every_recommend_case() {
         println!("FAIL {f}");
     }
     assert!(failures.is_empty(), "{} failures", failures.len());
+}
+
+/// A `cli recommend --backend auto` case: the budgets, every experiment's
+/// load-match frames, the picks merged by tokens/s/gpu and `chosen_exp`.
+fn recommend_every_backend(
+    tree: &DataTree,
+    case: &Path,
+    meta: &serde_json::Value,
+    q: &SearchQuery,
+    target: aicsql_serving::LoadTarget,
+    failures: &mut Vec<String>,
+) {
+    use aicsql_serving::{Backend, BackendServers, Mode, Outcome, recommend_experiments};
+    let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let a = &meta["args"];
+    let model = a["model"].as_str().expect("model").to_string();
+    let system = a["system"].as_str().expect("system");
+    let backends = [Backend::Trtllm, Backend::Sglang, Backend::Vllm];
+    let mut servers: Vec<Server> =
+        backends.iter().map(|b| common::role_server(tree, a, system, Some(b.name()))).collect();
+    let mut roles: Vec<_> = backends
+        .iter()
+        .zip(servers.iter_mut())
+        .map(|(b, server)| (*b, BackendServers::Ready { server, decode: None }))
+        .collect();
+    let (budgets, result) = recommend_experiments(&mut roles, q, target).unwrap_or_else(|e| panic!("{name}: {e}"));
+    drop(roles);
+    let tried: Vec<u32> = meta["budgets_tried"]
+        .as_array()
+        .expect("budgets_tried")
+        .iter()
+        .filter_map(|b| b.as_u64().and_then(|b| u32::try_from(b).ok()))
+        .collect();
+    if budgets != tried {
+        failures.push(format!("{name}: budgets {budgets:?}, spec {tried:?}"));
+    }
+    let server_of = |b: Backend| &servers[backends.iter().position(|x| *x == b).expect("listed")];
+    let with_needed = |mut row: Row, needed: Option<&(i64, i64)>| {
+        if let Some(&(replicas, gpus)) = needed {
+            row.insert("replicas_needed".into(), n(replicas as f64));
+            row.insert("total_gpus_needed".into(), n(gpus as f64));
+        }
+        row
+    };
+    // One experiment's row `i`, with its load-match columns when it is one of its best configs.
+    let row_of = |e: usize, i: usize| -> Row {
+        let x = &result.experiments[e];
+        let server = server_of(x.backend);
+        match &x.outcome {
+            Outcome::Agg(s) => with_needed(
+                agg_row(&s.candidates[i], &model, server, s.cluster[i]),
+                s.best.iter().position(|&b| b == i).map(|k| &s.needed[k]),
+            ),
+            Outcome::Disagg(s) => with_needed(
+                disagg_row(&s.candidates[i], &model, server, server, s.cluster[i]),
+                s.best.iter().position(|&b| b == i).map(|k| &s.needed[k]),
+            ),
+            Outcome::Failed(_) => unreachable!("a failed experiment has no rows"),
+        }
+    };
+    for (e, x) in result.experiments.iter().enumerate() {
+        let (n_rows, pareto, best): (usize, &[usize], &[usize]) = match &x.outcome {
+            Outcome::Agg(s) => (s.candidates.len(), &s.pareto, &s.best),
+            Outcome::Disagg(s) => (s.candidates.len(), &s.pareto, &s.best),
+            Outcome::Failed(reason) => {
+                failures.push(format!("{name} {}: failed ({reason})", x.name));
+                continue;
+            }
+        };
+        let mut frames: Vec<(&str, Vec<Row>)> = Vec::new();
+        frames.push((
+            "candidates",
+            (0..n_rows)
+                .map(|i| {
+                    let mut r = row_of(e, i);
+                    r.remove("replicas_needed");
+                    r.remove("total_gpus_needed");
+                    r
+                })
+                .collect(),
+        ));
+        frames.push((
+            "pareto_fronts",
+            pareto
+                .iter()
+                .map(|&i| {
+                    let mut r = row_of(e, i);
+                    r.remove("replicas_needed");
+                    r.remove("total_gpus_needed");
+                    r
+                })
+                .collect(),
+        ));
+        frames.push(("best_configs", best.iter().map(|&i| row_of(e, i)).collect()));
+        for (which, ours) in frames {
+            let golden = frame(&case.join(format!("{}.{which}.parquet", x.name)));
+            let found = compare(&format!("{name} {} {which}", x.name), &ours, &golden);
+            println!("{name} {} {which}: {} rows, {} differences", x.name, golden.len(), found.len());
+            failures.extend(found);
+        }
+    }
+    let Some(merged) = &result.merged else {
+        failures.push(format!("{name}: six experiments are merged"));
+        return;
+    };
+    for (mode, picks) in [(Mode::Agg, &merged[0]), (Mode::Disagg, &merged[1])] {
+        for (which, rows, keep_needed) in [("best_configs", &picks.best, true), ("pareto_fronts", &picks.pareto, false)]
+        {
+            let ours: Vec<Row> = rows
+                .iter()
+                .map(|&(e, i)| {
+                    let mut r = row_of(e, i);
+                    if !keep_needed {
+                        r.remove("replicas_needed");
+                        r.remove("total_gpus_needed");
+                    }
+                    r
+                })
+                .collect();
+            let golden = frame(&case.join(format!("{}.{which}.parquet", mode.name())));
+            let found = compare(&format!("{name} merged {} {which}", mode.name()), &ours, &golden);
+            println!("{name} merged {} {which}: {} rows, {} differences", mode.name(), golden.len(), found.len());
+            failures.extend(found);
+        }
+        let spec = meta["best_throughputs"][mode.name()].as_f64().unwrap_or(f64::NAN);
+        if picks.best_throughput.to_bits() != spec.to_bits() {
+            failures.push(format!("{name}: merged best {} {:?}, spec {spec:?}", mode.name(), picks.best_throughput));
+        }
+    }
+    let chosen = result.chosen.map(|e| result.experiments[e].mode.name());
+    if chosen != meta["chosen_exp"].as_str() {
+        failures.push(format!("{name}: chosen {chosen:?}, spec {}", meta["chosen_exp"]));
+    }
 }

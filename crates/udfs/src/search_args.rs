@@ -200,6 +200,20 @@ pub(crate) fn auto_call(
     config: &ConfigOptions,
 ) -> Result<Option<AutoCall>> {
     let Some(Parsed { model, db, query, options }) = parse(function, values, config)? else { return Ok(None) };
+    let backends = auto_backends(function, tree, &model, &db, &options)?;
+    Ok(Some(AutoCall { model, query, backends }))
+}
+
+/// The backends of `db`'s system an `auto` search keeps, with their servers
+/// (see [`auto_call`]).
+pub(crate) fn auto_backends(
+    function: &str,
+    tree: &Arc<DataTree>,
+    model: &str,
+    db: &str,
+    options: &AicOptions,
+) -> Result<Vec<AutoBackend>> {
+    let (model, options) = (model.to_string(), options);
     let mut parts = db.split('/');
     let system = parts.next().unwrap_or_default().to_string();
     let named = parts.nth(1).map_or(options.version.as_str(), |v| v);
@@ -252,7 +266,7 @@ pub(crate) fn auto_call(
             have.join(", ")
         );
     }
-    Ok(Some(AutoCall { model, query, backends }))
+    Ok(backends)
 }
 
 /// Per candidate: whether it is on the frontier, and its best-config rank.
@@ -290,7 +304,7 @@ pub(crate) fn every_backend_of(
     mode: aicsql_serving::Mode,
 ) -> Result<Option<(AutoCall, aicsql_serving::Experiments)>> {
     let Some(mut call) = auto_call(function, tree, values, config)? else { return Ok(None) };
-    let roles = call
+    let mut roles: Vec<_> = call
         .backends
         .iter_mut()
         .map(|b| {
@@ -301,7 +315,7 @@ pub(crate) fn every_backend_of(
             (b.backend, servers)
         })
         .collect();
-    let result = aicsql_serving::search_experiments(roles, &call.query, Some(mode))
+    let result = aicsql_serving::search_experiments(&mut roles, &call.query, Some(mode))
         .map_err(|e| serving_error(function, &call.model, "auto", e))?;
     Ok(Some((call, result)))
 }

@@ -194,7 +194,7 @@ impl SearchDefault {
         let system = call.backends.first().map(|b| b.db.split('/').next().unwrap_or_default().to_string());
         let dbs: Vec<(aicsql_serving::Backend, String)> =
             call.backends.iter().map(|b| (b.backend, b.db.clone())).collect();
-        let roles = call
+        let mut roles: Vec<_> = call
             .backends
             .iter_mut()
             .map(|b| {
@@ -205,7 +205,7 @@ impl SearchDefault {
                 (b.backend, servers)
             })
             .collect();
-        let result = search_experiments(roles, &call.query, None)
+        let result = search_experiments(&mut roles, &call.query, None)
             .map_err(|e| serving_error(NAME, &call.model, system.as_deref().unwrap_or_default(), e))?;
         let columns = columns();
         let mut rows = Rows::new(&columns);

@@ -10,7 +10,10 @@ use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::Documentation;
 
-use aicsql_serving::{AggCandidate, DisaggCandidate, LoadTarget, Mode, Recommendation, Search, SearchQuery, Server};
+use aicsql_serving::{
+    AggCandidate, BackendServers, DisaggCandidate, LoadTarget, Mode, Outcome, Recommendation, Search, SearchQuery,
+    Server, recommend_experiments,
+};
 use aicsql_tables::DataTree;
 
 use crate::DOC_SECTION_AICSQL;
@@ -19,7 +22,7 @@ use crate::config::AicOptions;
 use crate::database::{decode_database_arg, on_decode_system, resolve};
 use crate::errors::serving_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
-use crate::search_args::{refuse_quant_settings, search_server};
+use crate::search_args::{auto_backends, refuse_quant_settings, search_server};
 use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "search_recommend";
@@ -40,6 +43,7 @@ struct Line {
     model: String,
     db: String,
     mode: &'static str,
+    experiment: String,
     rank: Option<i64>,
     chosen: bool,
     budget: i64,
@@ -69,6 +73,8 @@ fn columns() -> Vec<Column<Line>> {
         required("model", Text(|r: &Line| Some(r.model.as_str()))),
         required("db", Text(|r| Some(r.db.as_str()))),
         required("mode", Text(|r| Some(r.mode))),
+        // The spec's experiment name: the mode, with the backend under backend 'auto' (agg_vllm).
+        required("experiment", Text(|r| Some(r.experiment.as_str()))),
         col("rank", Int(|r| r.rank)),
         required("chosen", Bool(|r| Some(r.chosen))),
         required("budget_gpus", Int(|r| Some(r.budget))),
@@ -269,13 +275,27 @@ fn disagg_lines(out: &mut Vec<Line>, base: &Line, s: &Search<DisaggCandidate>) {
 impl Line {
     /// The experiment's columns, for its config lines.
     fn clone_head(&self) -> Line {
-        Line { model: self.model.clone(), db: self.db.clone(), mode: self.mode, budget: self.budget, ..Line::default() }
+        Line {
+            model: self.model.clone(),
+            db: self.db.clone(),
+            mode: self.mode,
+            experiment: self.experiment.clone(),
+            budget: self.budget,
+            ..Line::default()
+        }
     }
 }
 
 fn lines(model: &str, db: &str, r: &Recommendation) -> Vec<Line> {
     let budget = r.budgets.last().copied().map_or(0, i64::from);
-    let head = |mode: Mode| Line { model: model.into(), db: db.into(), mode: mode.name(), budget, ..Line::default() };
+    let head = |mode: Mode| Line {
+        model: model.into(),
+        db: db.into(),
+        mode: mode.name(),
+        experiment: mode.name().into(),
+        budget,
+        ..Line::default()
+    };
     let mut out = Vec::new();
     let mut experiment = |mode: Mode, reason: &Option<String>, empty: bool, fill: &dyn Fn(&mut Vec<Line>, &Line)| {
         let base = head(mode);
@@ -317,6 +337,9 @@ impl RowsFunction for SearchRecommend {
         let Some((model, db, query, target)) = parse(args, &options)? else {
             return Ok(RecordBatch::new_empty(SearchRecommend::schema()));
         };
+        if db.split('/').nth(1).unwrap_or(options.backend.as_str()) == "auto" {
+            return every_backend(&self.tree, &model, &db, &query, target, &options);
+        }
         let database = resolve(NAME, &self.tree, &db, &options)?;
         let decode = decode_database_arg(&db, &database, &options.decode_system, &options)
             .map(|arg| {
@@ -339,4 +362,85 @@ impl RowsFunction for SearchRecommend {
         }
         rows.finish()
     }
+}
+
+/// `backend = 'auto'` (docs/spec/experiments.md 4.6): every backend's
+/// experiments at each budget, one block of lines per experiment; above two
+/// experiments the spec merges the load-match picks per mode by
+/// tokens/s/gpu, and `chosen` marks the merged winner's line.
+fn every_backend(
+    tree: &Arc<DataTree>,
+    model: &str,
+    db: &str,
+    query: &SearchQuery,
+    target: LoadTarget,
+    options: &AicOptions,
+) -> Result<RecordBatch> {
+    let mut backends = auto_backends(NAME, tree, model, db, options)?;
+    let dbs: Vec<(aicsql_serving::Backend, String)> = backends.iter().map(|b| (b.backend, b.db.clone())).collect();
+    let mut roles: Vec<_> = backends
+        .iter_mut()
+        .map(|b| {
+            let servers = match &mut b.servers {
+                Ok((server, decode)) => BackendServers::Ready { server, decode: decode.as_mut() },
+                Err(reason) => BackendServers::Refused(reason.clone()),
+            };
+            (b.backend, servers)
+        })
+        .collect();
+    let (budgets, result) =
+        recommend_experiments(&mut roles, query, target).map_err(|e| serving_error(NAME, model, db, e))?;
+    let budget = budgets.last().copied().map_or(0, i64::from);
+    // The chosen line: the merged winner (experiment, candidate), or the chosen experiment's rank 1.
+    let chosen_row: Option<(usize, usize)> = match (&result.merged, result.chosen) {
+        (Some(merged), Some(e)) => {
+            let picks = if result.experiments[e].mode == Mode::Agg { &merged[0] } else { &merged[1] };
+            picks.best.first().copied()
+        }
+        (None, Some(e)) => match &result.experiments[e].outcome {
+            Outcome::Agg(s) => s.best.first().map(|&i| (e, i)),
+            Outcome::Disagg(s) => s.best.first().map(|&i| (e, i)),
+            Outcome::Failed(_) => None,
+        },
+        _ => None,
+    };
+    let mut out: Vec<Line> = Vec::new();
+    for (k, e) in result.experiments.iter().enumerate() {
+        let edb = dbs.iter().find(|(b, _)| *b == e.backend).map_or("", |(_, d)| d.as_str());
+        let base = Line {
+            model: model.into(),
+            db: edb.into(),
+            mode: e.mode.name(),
+            experiment: e.name.clone(),
+            budget,
+            ..Line::default()
+        };
+        let first = out.len();
+        let best: &[usize] = match &e.outcome {
+            Outcome::Agg(s) => {
+                agg_lines(&mut out, &base, s);
+                &s.best
+            }
+            Outcome::Disagg(s) => {
+                disagg_lines(&mut out, &base, s);
+                &s.best
+            }
+            Outcome::Failed(reason) => {
+                out.push(Line { reason: Some(reason.clone()), ..base });
+                &[]
+            }
+        };
+        if let Some((ce, ci)) = chosen_row
+            && ce == k
+            && let Some(pos) = best.iter().position(|&i| i == ci)
+        {
+            out[first + pos].chosen = true;
+        }
+    }
+    let columns = columns();
+    let mut rows = Rows::new(&columns);
+    for line in &out {
+        rows.push(line);
+    }
+    rows.finish()
 }

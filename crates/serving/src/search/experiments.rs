@@ -10,7 +10,7 @@ use crate::backend::Backend;
 use crate::error::ServingError;
 use crate::search::pick::{Mode, pareto_front};
 use crate::search::sort::pandas_order;
-use crate::search::{AggCandidate, Candidate, DisaggCandidate, Search, SearchQuery};
+use crate::search::{AggCandidate, Candidate, DisaggCandidate, LoadMatch, LoadTarget, Search, SearchQuery};
 use crate::server::Server;
 
 /// One backend's servers: the agg and prefill role's, and the decode
@@ -36,6 +36,9 @@ pub struct Experiment {
     pub mode: Mode,
     pub backend: Backend,
     pub outcome: Outcome,
+    /// Failed because nothing fitted in GPU memory (what makes `cli
+    /// recommend` try a larger budget).
+    pub out_of_memory: bool,
 }
 
 impl Experiment {
@@ -92,14 +95,15 @@ pub struct Experiments {
 /// `search_disagg`); the merge still counts every experiment the spec
 /// builds, as it decides by the number of tasks.
 pub fn search_experiments(
-    backends: Vec<(Backend, BackendServers<'_, '_>)>,
+    backends: &mut [(Backend, BackendServers<'_, '_>)],
     q: &SearchQuery,
     only: Option<Mode>,
 ) -> Result<Experiments, ServingError> {
     let per_backend: &[Mode] = if q.total_gpus >= 2 { &[Mode::Agg, Mode::Disagg] } else { &[Mode::Agg] };
     let tasks = backends.len() * per_backend.len();
     let mut experiments = Vec::new();
-    for (backend, servers) in backends {
+    for (backend, servers) in backends.iter_mut() {
+        let backend = *backend;
         let modes: Vec<Mode> = per_backend.iter().copied().filter(|m| only.is_none_or(|o| o == *m)).collect();
         let modes = modes.as_slice();
         let name = |mode: Mode| format!("{}_{}", mode.name(), backend.name());
@@ -111,14 +115,20 @@ pub fn search_experiments(
                         mode,
                         backend,
                         outcome: Outcome::Failed(reason.clone()),
+                        out_of_memory: false,
                     });
                 }
             }
-            BackendServers::Ready { server, mut decode } => {
+            BackendServers::Ready { server, decode } => {
                 for &mode in modes {
                     let searched = match mode {
                         Mode::Agg => server.search_agg(q).map(Outcome::Agg),
                         Mode::Disagg => server.search_disagg_with(decode.as_deref_mut(), q).map(Outcome::Disagg),
+                    };
+                    let out_of_memory = match &searched {
+                        Ok(Outcome::Agg(s)) => s.out_of_memory,
+                        Ok(Outcome::Disagg(s)) => s.out_of_memory,
+                        _ => false,
                     };
                     let outcome = match searched {
                         Ok(outcome) => outcome,
@@ -130,12 +140,52 @@ pub fn search_experiments(
                         Outcome::Disagg(s) if s.candidates.is_empty() => Outcome::Failed(reason_of(&s.reason)),
                         kept => kept,
                     };
-                    experiments.push(Experiment { name: name(mode), mode, backend, outcome });
+                    experiments.push(Experiment { name: name(mode), mode, backend, outcome, out_of_memory });
                 }
             }
         }
     }
     Ok(pick_experiments(experiments, q, tasks))
+}
+
+/// `cli recommend --backend auto` (docs/spec/experiments.md 4.3, 4.6):
+/// every backend's experiments at budgets of one node's GPUs (`node_gpus`),
+/// doubled up to 64 while an experiment is out of memory, each picked by
+/// load match; above two experiments merged per mode as `cli default`
+/// merges them, which ranks by tokens/s/gpu (the load-match frames' cluster
+/// rate), not by GPUs. The budgets tried, and the last one's experiments.
+pub fn recommend_experiments(
+    backends: &mut [(Backend, BackendServers<'_, '_>)],
+    q: &SearchQuery,
+    target: LoadTarget,
+) -> Result<(Vec<u32>, Experiments), ServingError> {
+    // One system: its node size from any backend's server.
+    let node_gpus = backends
+        .iter()
+        .find_map(|(_, s)| match s {
+            BackendServers::Ready { server, .. } => u32::try_from(server.system.num_gpus_per_node).ok(),
+            BackendServers::Refused(_) => None,
+        })
+        .unwrap_or(1);
+    let mut budgets = vec![node_gpus.max(1)];
+    while let Some(&b) = budgets.last().filter(|&&b| b.saturating_mul(2) <= 64) {
+        budgets.push(b * 2);
+    }
+    let load = Some(LoadMatch { target, node_gpus: node_gpus.max(1) });
+    let mut tried = Vec::new();
+    for (k, &budget) in budgets.iter().enumerate() {
+        tried.push(budget);
+        // The tasks are built at one node's budget: its disagg experiments exist from 2 GPUs.
+        let per_node = SearchQuery { total_gpus: node_gpus.max(1), ..*q };
+        let only = (per_node.total_gpus < 2).then_some(Mode::Agg);
+        let qb = SearchQuery { total_gpus: budget, load, ..*q };
+        let result = search_experiments(backends, &qb, only)?;
+        let retriable = result.experiments.iter().any(|e| e.out_of_memory);
+        if !retriable || k + 1 == budgets.len() {
+            return Ok((tried, result));
+        }
+    }
+    unreachable!("the last budget returns")
 }
 
 fn reason_of(reason: &Option<String>) -> String {
@@ -147,10 +197,14 @@ fn reason_of(reason: &Option<String>) -> String {
 pub(crate) fn pick_experiments(experiments: Vec<Experiment>, q: &SearchQuery, tasks: usize) -> Experiments {
     if tasks <= 2 {
         // No merge: the experiment with the highest own rank 1, the first on a tie.
+        // Under a load target the spec's tie goes to the experiment its
+        // thread pool finished first, the disagg one in practice (see
+        // `Server::search_recommend`): the later of equals here.
+        let later_on_tie = q.load.is_some();
         let mut chosen: Option<(usize, f64)> = None;
         for (i, e) in experiments.iter().enumerate() {
             if let Some(t) = e.best_throughput()
-                && chosen.is_none_or(|(_, best)| t > best)
+                && chosen.is_none_or(|(_, best)| t > best || (later_on_tie && t == best))
             {
                 chosen = Some((i, t));
             }

@@ -20,7 +20,9 @@ use crate::error::ServingError;
 use crate::parallel::Parallel;
 use crate::server::Server;
 
-pub use experiments::{BackendServers, Experiment, Experiments, MergedPicks, Outcome, search_experiments};
+pub use experiments::{
+    BackendServers, Experiment, Experiments, MergedPicks, Outcome, recommend_experiments, search_experiments,
+};
 pub use pick::Mode;
 pub use recommend::Recommendation;
 

@@ -321,6 +321,9 @@ def run_recommend(model: str, db: str, *, target_request_rate: Optional[float] =
     its ``load``."""
     if (target_request_rate is None) == (target_concurrency is None):
         raise ValueError("Exactly one of target_request_rate or target_concurrency must be provided.")
+    if _asks_for_every_backend(db, kw.get("backend", "")):
+        return _recommend_every_backend(model, db, target_request_rate, target_concurrency, isl, osl, prefix,
+                                        ttft_ms, tpot_ms, top_n, data, kw)  # fmt: skip
     kind, target = (("request_rate", target_request_rate) if target_request_rate is not None
                     else ("concurrency", target_concurrency))  # fmt: skip
     if isinstance(target, bool) or not isinstance(target, (int, float)) or not (math.isfinite(target) and target > 0):
@@ -347,6 +350,42 @@ def run_recommend(model: str, db: str, *, target_request_rate: Optional[float] =
             if "agg" in t and "disagg" in t:
                 res = res._replace(chosen_exp="disagg" if t["disagg"] >= t["agg"] else "agg")
             return Recommendation(tried, res)
+    raise AssertionError("the last budget returns")
+
+
+class AutoRecommendation(NamedTuple):
+    """`run_recommend` under backend 'auto': the budgets tried and the last
+    one's experiments (merged above two by tokens/s/gpu)."""
+
+    budgets: List[int]
+    result: ExperimentsResult
+
+
+def _recommend_every_backend(model, db, rate, concurrency, isl, osl, prefix, ttft_ms, tpot_ms, top_n, data,
+                             kw) -> AutoRecommendation:  # fmt: skip
+    """``cli_recommend(backend="auto")`` (experiments.md 4.3, 4.6): every
+    backend's experiments per budget, escalating while one is out of memory."""
+    kind, target = ("request_rate", rate) if rate is not None else ("concurrency", concurrency)
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not (math.isfinite(target) and target > 0):
+        raise ValueError(f"Load target must be a positive finite number, got {target}.")
+    s = _settings({"backend": "vllm", "version": "latest"}, data)
+    system = str(db).split("/")[0]
+    node = int(StepSystem(system, s.tree.read_yaml(s.tree.system_yaml(system)) or {}).num_gpus_per_node)
+    budgets = [node]
+    while budgets[-1] * 2 <= 64:
+        budgets.append(budgets[-1] * 2)
+    kw = {k: v for k, v in kw.items() if k != "strict_sla"}
+    tried: List[int] = []
+    for k, budget in enumerate(budgets):
+        tried.append(budget)
+        # the tasks are built at one node's budget: disagg experiments from 2 GPUs a node
+        res = run_experiments(model, db, budget, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n,
+                              only=None if node >= 2 else "agg", load=(kind, float(target)), node_gpus=node,
+                              data=data, **kw)  # fmt: skip
+        retriable = any(str(e.result.reason).startswith(("InsufficientMemoryError", "KVCacheCapacityError"))
+                        for e in res.experiments)  # fmt: skip
+        if not retriable or k == len(budgets) - 1:
+            return AutoRecommendation(tried, res)
     raise AssertionError("the last budget returns")
 
 
@@ -578,6 +617,7 @@ def run_experiments(model: str, db: str, total_gpus: int, isl: int, osl: int, pr
                     shared_layer: bool = True, backend: str = "", version: str = "latest",
                     options: Optional[Dict[str, object]] = None, enable_chunked_prefill: bool = False,
                     request_latency_ms: Optional[float] = None, only: Optional[str] = None,
+                    load: Optional[Tuple[str, float]] = None, node_gpus: int = 0,
                     data=None) -> ExperimentsResult:  # fmt: skip
     """``cli_default(backend="auto")`` (experiments.md 2): ``db`` is
     'system/auto[/version]' (or 'system' with ``backend='auto'``). Each kept
@@ -608,7 +648,7 @@ def run_experiments(model: str, db: str, total_gpus: int, isl: int, osl: int, pr
             res = run_search(model, b_db, total_gpus, isl, osl, prefix, ttft_ms, tpot_ms, top_n=top_n,
                              strict_sla=strict_sla, shared_layer=shared_layer, options=options,
                              enable_chunked_prefill=enable_chunked_prefill, request_latency_ms=request_latency_ms,
-                             modes=modes, data=data)  # fmt: skip
+                             modes=modes, load=load, node_gpus=node_gpus, data=data)  # fmt: skip
             for mode in modes:
                 r = res.modes[mode]
                 if r.ok and not r.candidates:
@@ -617,11 +657,11 @@ def run_experiments(model: str, db: str, total_gpus: int, isl: int, osl: int, pr
         except (ValueError, KeyError, DeploymentRefused) as exc:  # the model cannot be priced on this backend
             for mode in modes:
                 experiments.append(Experiment(f"{mode}_{b}", mode, b, b_db, _failed(mode, str(exc))))
-    return _pick_experiments(experiments, top_n, latency, len(kept) * len(all_modes))
+    return _pick_experiments(experiments, top_n, latency, len(kept) * len(all_modes), later_on_tie=load is not None)
 
 
 def _pick_experiments(experiments: List[Experiment], top_n: int, latency: Optional[float],
-                      tasks: int) -> ExperimentsResult:  # fmt: skip
+                      tasks: int, later_on_tie: bool = False) -> ExperimentsResult:  # fmt: skip
     """main:1957-1962 and cutils:99-202: no merge with two experiments or
     fewer (the highest own rank 1, the first on a tie); else per mode the
     merged best configs (single-key quicksort on the concatenation) and the
@@ -630,7 +670,8 @@ def _pick_experiments(experiments: List[Experiment], top_n: int, latency: Option
     if not ok:
         return ExperimentsResult(experiments, None, "none", None)
     if tasks <= 2:
-        k = max(ok, key=lambda i: experiments[i].result.best_throughput)  # the first maximum
+        # the first maximum; under a load target the later (the spec's race, see run_recommend)
+        k = max(reversed(ok) if later_on_tie else ok, key=lambda i: experiments[i].result.best_throughput)
         return ExperimentsResult(experiments, None, experiments[k].name, k)
     x, maximize = ("request_latency", False) if latency is not None else ("tokens/s/user", True)
     merged: Dict[str, MergedPicks] = {}
@@ -892,7 +933,7 @@ def search_default_table(settings: Dict[str, str], *args, data=None) -> pa.Recor
 
 RECOMMEND_TABLE_SCHEMA = pa.schema([
     pa.field("model", _S, nullable=False), pa.field("db", _S, nullable=False), pa.field("mode", _S, nullable=False),
-    pa.field("rank", _I), pa.field("chosen", _B, nullable=False), pa.field("budget_gpus", _I, nullable=False),
+    pa.field("experiment", _S, nullable=False), pa.field("rank", _I), pa.field("chosen", _B, nullable=False), pa.field("budget_gpus", _I, nullable=False),
     pa.field("replicas_needed", _I), pa.field("total_gpus_needed", _I), pa.field("tokens_per_s_per_gpu", _F),
     pa.field("seq_per_s", _F), pa.field("concurrency", _I), pa.field("ttft_ms", _F), pa.field("tpot_ms", _F),
     pa.field("request_latency_ms", _F), pa.field("tokens_per_s_per_user", _F), pa.field("num_total_gpus", _I),
@@ -908,7 +949,7 @@ def recommend_rows(rec: Recommendation, model: str, db: str) -> List[dict]:
     out = []
     for mode, r in rec.result.modes.items():
         base = {name: None for name in RECOMMEND_TABLE_SCHEMA.names}
-        base.update(model=model, db=db, mode=mode, chosen=False, budget_gpus=rec.budgets[-1])
+        base.update(model=model, db=db, mode=mode, experiment=mode, chosen=False, budget_gpus=rec.budgets[-1])
         if not r.ok or not r.best_configs:
             out.append(dict(base, reason=r.reason or "no candidate"))
             continue
@@ -924,6 +965,29 @@ def recommend_rows(rec: Recommendation, model: str, db: str) -> List[dict]:
                 row.update(prefill_parallel=b["(p)parallel"], prefill_workers=b["(p)workers"],
                            decode_parallel=b["(d)parallel"], decode_bs=b["(d)bs"], decode_workers=b["(d)workers"])
             out.append(row)
+    return out
+
+
+def auto_recommend_rows(rec: AutoRecommendation, model: str) -> List[dict]:
+    """The `search_recommend` rows under backend 'auto': per experiment its
+    load-match best configs (or its reason), ``chosen`` on the merged
+    winner's line (or the chosen experiment's rank 1)."""
+    res = rec.result
+    chosen_at = None
+    if res.chosen is not None:
+        if res.merged is not None:
+            picks = res.merged[res.experiments[res.chosen].mode]
+            chosen_at = picks.best_at[0] if picks.best_at else None
+        elif res.experiments[res.chosen].result.best_index:
+            chosen_at = (res.chosen, res.experiments[res.chosen].result.best_index[0])
+    out = []
+    for k, e in enumerate(res.experiments):
+        one = Recommendation(rec.budgets, SearchResult({e.mode: e.result}, "none", {}))
+        rows = recommend_rows(one, model, e.db)
+        for row, i in zip(rows, e.result.best_index if e.result.ok else [None]):
+            row["experiment"] = e.name
+            row["chosen"] = chosen_at == (k, i)
+        out += rows
     return out
 
 
@@ -959,6 +1023,8 @@ def search_recommend_table(settings: Dict[str, str], *args, data=None) -> pa.Rec
                         enable_chunked_prefill=_flag(s.get("enable_chunked_prefill") or "false",
                                                      "enable_chunked_prefill"),
                         request_latency_ms=_latency_setting(s.get("request_latency")), data=data)  # fmt: skip
+    if isinstance(rec, AutoRecommendation):
+        return pa.RecordBatch.from_pylist(auto_recommend_rows(rec, model), schema=RECOMMEND_TABLE_SCHEMA)
     res = rec.result
     resolved = next((f"{c['(p)system' if '(p)system' in c else 'system']}/"
                      f"{c['(p)backend' if '(p)backend' in c else 'backend']}/"
