@@ -227,7 +227,7 @@ pub(crate) fn auto_backends(
     };
     if !set.entries().iter().any(|e| e.system == system) {
         // The plain resolution's error names the systems there are.
-        resolve(function, tree, &format!("{system}/vllm/latest"), &options)?;
+        resolve(function, tree, &format!("{system}/vllm/latest"), options)?;
     }
     let mut backends = Vec::new();
     for backend in [Backend::Trtllm, Backend::Sglang, Backend::Vllm] {
@@ -236,14 +236,14 @@ pub(crate) fn auto_backends(
             continue;
         }
         let arg = format!("{system}/{b}/{named}");
-        let database = resolve(function, tree, &arg, &options)?;
+        let database = resolve(function, tree, &arg, options)?;
         let decode = match decode_system {
             Some(d) => Some(
-                resolve(function, tree, &format!("{d}/{b}/{named}"), &options).map_err(|e| on_decode_system(e, d))?,
+                resolve(function, tree, &format!("{d}/{b}/{named}"), options).map_err(|e| on_decode_system(e, d))?,
             ),
             None => None,
         };
-        let built = |d: &Database| search_server(tree, &model, d, &options);
+        let built = |d: &Database| search_server(tree, &model, d, options);
         let servers = match (built(&database), decode.as_ref().map(built).transpose()) {
             (Ok(server), Ok(decode)) => Ok((server, decode)),
             // Corrupt data is an error wherever it shows; a refusal fails the backend's experiments.
