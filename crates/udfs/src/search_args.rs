@@ -88,7 +88,21 @@ fn parse(function: &str, values: &[ScalarValue], config: &ConfigOptions) -> Resu
     else {
         return Ok(None);
     };
-    let query = SearchQuery {
+    // The session's parallelism (datafusion.execution.target_partitions),
+    // within the process's cap (an executor's share of cores per task).
+    let threads = crate::search_threads::search_threads(config);
+    let query = search_query(&options, [total_gpus, isl, osl, prefix], [ttft_ms, tpot_ms], threads);
+    Ok(Some(Parsed { model, db, query, options }))
+}
+
+/// A search's query: its budget and lengths (`[total_gpus, isl, osl,
+/// prefix]`), its limits (`[ttft_ms, tpot_ms]`) and the session's search
+/// settings (top_n, strict_sla, the KV knobs, chunked prefill, a
+/// request-latency target).
+pub(crate) fn search_query(options: &AicOptions, counts: [u32; 4], limits: [f64; 2], threads: usize) -> SearchQuery {
+    let [total_gpus, isl, osl, prefix] = counts;
+    let [ttft_ms, tpot_ms] = limits;
+    SearchQuery {
         total_gpus,
         isl,
         osl,
@@ -97,15 +111,12 @@ fn parse(function: &str, values: &[ScalarValue], config: &ConfigOptions) -> Resu
         tpot_ms,
         top_n: options.top_n,
         strict_sla: options.strict_sla,
+        threads,
         kv_sizing: options.kv_sizing,
         chunked_prefill: options.enable_chunked_prefill,
         request_latency_ms: options.request_latency_ms,
         load: None,
-        // The session's parallelism (datafusion.execution.target_partitions),
-        // within the process's cap (an executor's share of cores per task).
-        threads: crate::search_threads::search_threads(config),
-    };
-    Ok(Some(Parsed { model, db, query, options }))
+    }
 }
 
 /// The backend a database argument names, or `aic.backend` completes.

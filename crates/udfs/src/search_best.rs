@@ -235,21 +235,7 @@ fn search_row(
         }
     };
     // Rows run side by side: one thread per search.
-    let q = SearchQuery {
-        total_gpus,
-        isl,
-        osl,
-        prefix,
-        ttft_ms,
-        tpot_ms,
-        top_n: options.top_n,
-        strict_sla: options.strict_sla,
-        threads: 1,
-        kv_sizing: options.kv_sizing,
-        chunked_prefill: options.enable_chunked_prefill,
-        request_latency_ms: options.request_latency_ms,
-        load: None,
-    };
+    let q = crate::search_args::search_query(options, [total_gpus, isl, osl, prefix], [ttft_ms, tpot_ms], 1);
     let model_options = servers.session_options();
     let (server, db_name, decode) = match servers.get_roles(model, db, &options.decode_system, model_options) {
         Ok(found) => found,

@@ -22,7 +22,7 @@ use crate::config::AicOptions;
 use crate::database::{decode_database_arg, on_decode_system, resolve};
 use crate::errors::serving_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
-use crate::search_args::{auto_backends, refuse_quant_settings, search_server};
+use crate::search_args::{auto_backends, refuse_quant_settings, search_query, search_server};
 use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "search_recommend";
@@ -207,21 +207,8 @@ fn parse(values: &[ScalarValue], options: &AicOptions) -> Result<Option<Call>> {
     else {
         return Ok(None);
     };
-    let query = SearchQuery {
-        total_gpus: 1,
-        isl,
-        osl,
-        prefix,
-        ttft_ms,
-        tpot_ms,
-        top_n: options.top_n,
-        strict_sla: options.strict_sla,
-        threads: 1,
-        kv_sizing: options.kv_sizing,
-        chunked_prefill: options.enable_chunked_prefill,
-        request_latency_ms: options.request_latency_ms,
-        load: None,
-    };
+    // The budget is the escalation's (one node's GPUs first).
+    let query = search_query(options, [1, isl, osl, prefix], [ttft_ms, tpot_ms], 1);
     Ok(Some((model, db, query, target)))
 }
 
