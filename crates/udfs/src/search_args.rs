@@ -192,6 +192,21 @@ pub(crate) struct AutoBackend {
     pub servers: std::result::Result<(Server<'static>, Option<Server<'static>>), String>,
 }
 
+/// The serving crate's view of an `auto` call's backends: each one's
+/// servers, or why its experiments fail.
+pub(crate) fn roles(backends: &mut [AutoBackend]) -> Vec<(Backend, aicsql_serving::BackendServers<'_, 'static>)> {
+    backends
+        .iter_mut()
+        .map(|b| {
+            let servers = match &mut b.servers {
+                Ok((server, decode)) => aicsql_serving::BackendServers::Ready { server, decode: decode.as_mut() },
+                Err(reason) => aicsql_serving::BackendServers::Refused(reason.clone()),
+            };
+            (b.backend, servers)
+        })
+        .collect()
+}
+
 /// A `backend = 'auto'` search (docs/spec/experiments.md 2).
 pub(crate) struct AutoCall {
     pub model: String,
@@ -315,17 +330,7 @@ pub(crate) fn every_backend_of(
     mode: aicsql_serving::Mode,
 ) -> Result<Option<(AutoCall, aicsql_serving::Experiments)>> {
     let Some(mut call) = auto_call(function, tree, values, config)? else { return Ok(None) };
-    let mut roles: Vec<_> = call
-        .backends
-        .iter_mut()
-        .map(|b| {
-            let servers = match &mut b.servers {
-                Ok((server, decode)) => aicsql_serving::BackendServers::Ready { server, decode: decode.as_mut() },
-                Err(reason) => aicsql_serving::BackendServers::Refused(reason.clone()),
-            };
-            (b.backend, servers)
-        })
-        .collect();
+    let mut roles = roles(&mut call.backends);
     let result = aicsql_serving::search_experiments(&mut roles, &call.query, Some(mode))
         .map_err(|e| serving_error(function, &call.model, "auto", e))?;
     Ok(Some((call, result)))

@@ -11,13 +11,13 @@ use datafusion::common::{Result, ScalarValue};
 use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::Documentation;
 
-use aicsql_serving::{AggCandidate, BackendServers, DisaggCandidate, Mode, Outcome, Search, search_experiments};
+use aicsql_serving::{AggCandidate, DisaggCandidate, Mode, Outcome, Search, search_experiments};
 use aicsql_tables::DataTree;
 
 use crate::DOC_SECTION_AICSQL;
 use crate::errors::serving_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
-use crate::search_args::{asks_for_every_backend, auto_call, search_call, signature};
+use crate::search_args::{asks_for_every_backend, auto_call, roles, search_call, signature};
 use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "search_default";
@@ -194,17 +194,7 @@ impl SearchDefault {
         let system = call.backends.first().map(|b| b.db.split('/').next().unwrap_or_default().to_string());
         let dbs: Vec<(aicsql_serving::Backend, String)> =
             call.backends.iter().map(|b| (b.backend, b.db.clone())).collect();
-        let mut roles: Vec<_> = call
-            .backends
-            .iter_mut()
-            .map(|b| {
-                let servers = match &mut b.servers {
-                    Ok((server, decode)) => BackendServers::Ready { server, decode: decode.as_mut() },
-                    Err(reason) => BackendServers::Refused(reason.clone()),
-                };
-                (b.backend, servers)
-            })
-            .collect();
+        let mut roles = roles(&mut call.backends);
         let result = search_experiments(&mut roles, &call.query, None)
             .map_err(|e| serving_error(NAME, &call.model, system.as_deref().unwrap_or_default(), e))?;
         let columns = columns();

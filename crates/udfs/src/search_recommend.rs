@@ -11,8 +11,8 @@ use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::Documentation;
 
 use aicsql_serving::{
-    AggCandidate, BackendServers, DisaggCandidate, LoadTarget, Mode, Outcome, Recommendation, Search, SearchQuery,
-    Server, recommend_experiments,
+    AggCandidate, Candidate, DisaggCandidate, LoadTarget, Mode, Outcome, Recommendation, Search, SearchQuery, Server,
+    recommend_experiments,
 };
 use aicsql_tables::DataTree;
 
@@ -22,7 +22,7 @@ use crate::config::AicOptions;
 use crate::database::{decode_database_arg, on_decode_system, resolve};
 use crate::errors::serving_error;
 use crate::rows::{self, Column, Rows, Value, col, required};
-use crate::search_args::{auto_backends, refuse_quant_settings, search_query, search_server};
+use crate::search_args::{auto_backends, refuse_quant_settings, roles, search_query, search_server};
 use crate::table_call::RowsFunction;
 
 pub const NAME: &str = "search_recommend";
@@ -212,51 +212,48 @@ fn parse(values: &[ScalarValue], options: &AicOptions) -> Result<Option<Call>> {
     Ok(Some((model, db, query, target)))
 }
 
-fn agg_lines(out: &mut Vec<Line>, base: &Line, s: &Search<AggCandidate>) {
+/// One line per load-match best config of `s`, rank 1 first: the columns
+/// every candidate has, then its layout's (`layout`).
+fn best_lines<C: Candidate>(out: &mut Vec<Line>, base: &Line, s: &Search<C>, layout: impl Fn(&C, Line) -> Line) {
     for (k, (&i, &(replicas, gpus))) in s.best.iter().zip(&s.needed).enumerate() {
-        let e = &s.candidates[i].estimate;
-        out.push(Line {
+        let c = &s.candidates[i];
+        let line = Line {
             rank: Some(k as i64 + 1),
             replicas: Some(replicas),
             gpus: Some(gpus),
-            tokens_per_s_per_gpu: Some(e.tokens_per_s_per_gpu),
-            seq_per_s: Some(e.seq_per_s),
-            concurrency: i64::try_from(e.concurrency).ok(),
-            ttft_ms: Some(e.ttft_ms),
-            tpot_ms: Some(e.tpot_ms),
-            request_latency_ms: Some(e.request_latency_ms),
-            tokens_per_s_per_user: Some(e.tokens_per_s_per_user),
-            replica_gpus: i64::try_from(e.num_total_gpus).ok(),
-            parallel: Some(e.label().to_string()),
-            bs: Some(i64::from(e.bs)),
+            tokens_per_s_per_gpu: Some(c.tokens_per_s_per_gpu()),
+            seq_per_s: Some(c.seq_per_s()),
+            concurrency: Some(c.concurrency() as i64),
+            ttft_ms: Some(c.ttft_ms()),
+            tpot_ms: Some(c.tpot_ms()),
+            request_latency_ms: Some(c.request_latency_ms()),
+            tokens_per_s_per_user: Some(c.tokens_per_s_per_user()),
+            replica_gpus: i64::try_from(c.num_total_gpus()).ok(),
             ..base.clone_head()
-        });
+        };
+        out.push(layout(c, line));
     }
 }
 
+fn agg_lines(out: &mut Vec<Line>, base: &Line, s: &Search<AggCandidate>) {
+    best_lines(out, base, s, |c, line| {
+        let e = &c.estimate;
+        Line { parallel: Some(e.label().to_string()), bs: Some(i64::from(e.bs)), ..line }
+    });
+}
+
 fn disagg_lines(out: &mut Vec<Line>, base: &Line, s: &Search<DisaggCandidate>) {
-    for (k, (&i, &(replicas, gpus))) in s.best.iter().zip(&s.needed).enumerate() {
-        let e = &s.candidates[i].estimate;
-        out.push(Line {
-            rank: Some(k as i64 + 1),
-            replicas: Some(replicas),
-            gpus: Some(gpus),
-            tokens_per_s_per_gpu: Some(e.tokens_per_s_per_gpu),
-            seq_per_s: Some(e.seq_per_s),
-            concurrency: i64::try_from(e.concurrency).ok(),
-            ttft_ms: Some(e.ttft_ms),
-            tpot_ms: Some(e.tpot_ms),
-            request_latency_ms: Some(e.request_latency_ms),
-            tokens_per_s_per_user: Some(e.tokens_per_s_per_user),
-            replica_gpus: i64::try_from(e.num_total_gpus).ok(),
+    best_lines(out, base, s, |c, line| {
+        let e = &c.estimate;
+        Line {
             prefill_parallel: Some(e.prefill.label().to_string()),
             prefill_workers: Some(i64::from(e.prefill.workers)),
             decode_parallel: Some(e.decode.label().to_string()),
             decode_bs: Some(i64::from(e.decode.bs)),
             decode_workers: Some(i64::from(e.decode.workers)),
-            ..base.clone_head()
-        });
-    }
+            ..line
+        }
+    });
 }
 
 impl Line {
@@ -365,16 +362,7 @@ fn every_backend(
 ) -> Result<RecordBatch> {
     let mut backends = auto_backends(NAME, tree, model, db, options)?;
     let dbs: Vec<(aicsql_serving::Backend, String)> = backends.iter().map(|b| (b.backend, b.db.clone())).collect();
-    let mut roles: Vec<_> = backends
-        .iter_mut()
-        .map(|b| {
-            let servers = match &mut b.servers {
-                Ok((server, decode)) => BackendServers::Ready { server, decode: decode.as_mut() },
-                Err(reason) => BackendServers::Refused(reason.clone()),
-            };
-            (b.backend, servers)
-        })
-        .collect();
+    let mut roles = roles(&mut backends);
     let (budgets, result) =
         recommend_experiments(&mut roles, query, target).map_err(|e| serving_error(NAME, model, db, e))?;
     let budget = budgets.last().copied().map_or(0, i64::from);

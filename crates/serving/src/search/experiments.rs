@@ -268,6 +268,9 @@ impl Candidate for Point {
     fn concurrency(&self) -> f64 {
         f64::NAN
     }
+    fn ttft_ms(&self) -> f64 {
+        f64::NAN
+    }
     fn tpot_ms(&self) -> f64 {
         f64::NAN
     }

@@ -161,6 +161,7 @@ pub trait Candidate {
     fn seq_per_s(&self) -> f64;
     /// Concurrent requests of one replica.
     fn concurrency(&self) -> f64;
+    fn ttft_ms(&self) -> f64;
     fn tpot_ms(&self) -> f64;
     fn request_latency_ms(&self) -> f64;
     fn num_total_gpus(&self) -> u64;
@@ -197,6 +198,9 @@ macro_rules! candidate {
             }
             fn concurrency(&self) -> f64 {
                 self.estimate.concurrency as f64
+            }
+            fn ttft_ms(&self) -> f64 {
+                self.estimate.ttft_ms
             }
             fn tpot_ms(&self) -> f64 {
                 self.estimate.tpot_ms
